@@ -1,0 +1,60 @@
+"""One protocol for everything that answers "which response does this user prefer?".
+
+A judge takes a batch of ``JudgeRequest`` and returns one ``Verdict`` each. Backends register
+by name in ``usl.judges.registry``; callers never branch on a judge's or model's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+from usl.types import Criteria
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    criteria: Criteria
+    query: str
+    response_a: str
+    response_b: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``p_a``: probability that response A is better; ``p_tie``: probability of a tie
+    (0 for judges that cannot say tie). P(B better) = 1 - p_a - p_tie."""
+
+    p_a: float
+    p_tie: float = 0.0
+
+    @property
+    def p_b(self) -> float:
+        return 1.0 - self.p_a - self.p_tie
+
+    @property
+    def label(self) -> str:
+        """The decision: the most probable of model_a / model_b / tie."""
+        probs = {"model_a": self.p_a, "model_b": self.p_b, "tie": self.p_tie}
+        return max(probs, key=probs.get)
+
+    @property
+    def score_a(self) -> float:
+        """A's share of the win, ties counting half: the quantity win rates average."""
+        return self.p_a + 0.5 * self.p_tie
+
+
+@runtime_checkable
+class Judge(Protocol):
+    name: str       # registry name, e.g. "length"
+    version: str    # changes whenever the judge's decisions could change (weights hash, prompt)
+    can_tie: bool
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        """Judge a batch. Order-dependent judges see A first; callers average both orders."""
+        ...
+
+    @property
+    def identity(self) -> str:
+        """``name@version``: the cache key's judge part."""
+        ...

@@ -1,0 +1,41 @@
+"""Judges by name. A spec is ``NAME`` or ``NAME:ARG`` (``crm:/path/to/model``, ``random:7``).
+
+Backends register a factory ``(arg: str | None, **options) -> Judge`` under a name. Importing a
+backend module registers it; ``load_judge`` imports the built-in ones lazily so that a cheap
+judge never pays for torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from usl.judges.base import Judge
+
+_FACTORIES: dict[str, Callable[..., Judge]] = {}
+_BUILTIN_MODULES = {
+    "length": "usl.judges.heuristic",
+    "random": "usl.judges.heuristic",
+    "crm": "usl.judges.crm",
+    "default": "usl.judges.fast",
+    "fast": "usl.judges.fast",
+    "llm": "usl.judges.llm_api",
+}
+
+
+def register(name: str) -> Callable[[Callable[..., Judge]], Callable[..., Judge]]:
+    def deco(factory: Callable[..., Judge]) -> Callable[..., Judge]:
+        _FACTORIES[name] = factory
+        return factory
+
+    return deco
+
+
+def load_judge(spec: str, **options) -> Judge:
+    name, _, arg = spec.partition(":")
+    if name not in _FACTORIES and name in _BUILTIN_MODULES:
+        importlib.import_module(_BUILTIN_MODULES[name])
+    if name not in _FACTORIES:
+        known = sorted(set(_FACTORIES) | set(_BUILTIN_MODULES))
+        raise ValueError(f"unknown judge {spec!r}; known: {', '.join(known)}")
+    return _FACTORIES[name](arg or None, **options)

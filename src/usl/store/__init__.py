@@ -1,0 +1,3 @@
+from usl.store.db import Store
+
+__all__ = ["Store"]
