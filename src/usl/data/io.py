@@ -1,0 +1,129 @@
+"""Reading JSON and JSONL files (plain or gzipped) with errors that name the file, line and field.
+
+Every importer goes through these helpers, so a truncated line or a wrong type is reported the
+same way everywhere: ``DataError("data.jsonl:line 7: field 'criteria': expected a list ...")``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from usl.types import DataError
+
+_TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer",
+               float: "a number", bool: "a boolean"}
+
+
+def open_text(path: str | Path) -> io.TextIOBase:
+    """Open a text file for reading, transparently un-gzipping ``*.gz``."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError("file not found", path=str(p))
+    if p.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8")
+    return open(p, encoding="utf-8")
+
+
+def open_write(path: str | Path) -> io.TextIOBase:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.suffix == ".gz":
+        # mtime=0 keeps the bytes reproducible for the same content.
+        return io.TextIOWrapper(gzip.GzipFile(p, "wb", mtime=0), encoding="utf-8")
+    return open(p, "w", encoding="utf-8")
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a whole JSON file; a syntax error reports the line it was found on."""
+    try:
+        with open_text(path) as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise DataError(f"cannot read file: {e}", path=str(path)) from e
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"invalid JSON: {e.msg} (column {e.colno})", path=str(path), line=e.lineno) from e
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, object)`` for each non-blank line; every line must be a JSON object."""
+    try:
+        with open_text(path) as f:
+            for n, raw in enumerate(f, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"invalid JSON (truncated line?): {e.msg} (column {e.colno})",
+                                    path=str(path), line=n) from e
+                if not isinstance(obj, dict):
+                    raise DataError(f"expected a JSON object, got {_kind(obj)}", path=str(path), line=n)
+                yield n, obj
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise DataError(f"cannot read file: {e}", path=str(path)) from e
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+class Fields:
+    """Typed access to one JSON object's fields, raising ``DataError`` with file/line/field.
+
+    >>> Fields({"a": 1}, path="x.jsonl", line=3).string("a")
+    Traceback (most recent call last):
+    usl.types.DataError: x.jsonl:line 3: field 'a': expected a string, got an integer
+    """
+
+    def __init__(self, obj: dict, *, path: str | None, line: int | None, prefix: str = ""):
+        self.obj, self.path, self.line, self.prefix = obj, path, line, prefix
+
+    def error(self, field: str, message: str) -> DataError:
+        return DataError(message, path=self.path, line=self.line, field=self.prefix + field)
+
+    def has(self, field: str) -> bool:
+        return field in self.obj and self.obj[field] is not None
+
+    def get(self, field: str, kind: type | tuple[type, ...]) -> Any:
+        if field not in self.obj:
+            raise self.error(field, "missing field")
+        value = self.obj[field]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        # bool is an int subclass; an id of `true` is a mistake, not the number 1.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            want = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+            raise self.error(field, f"expected {want}, got {_kind(value)}")
+        return value
+
+    def string(self, field: str, *, nonempty: bool = False) -> str:
+        value = self.get(field, str)
+        if nonempty and not value.strip():
+            raise self.error(field, "must not be empty")
+        return value
+
+    def ident(self, field: str) -> str:
+        """An id given as a string or an integer, returned as a string."""
+        value = self.get(field, (str, int))
+        if isinstance(value, str) and not value.strip():
+            raise self.error(field, "must not be empty")
+        return str(value)
+
+    def string_list(self, field: str, *, nonempty: bool = True) -> tuple[str, ...]:
+        values = self.get(field, list)
+        if nonempty and not values:
+            raise self.error(field, "must not be an empty list")
+        out = []
+        for i, v in enumerate(values):
+            if not isinstance(v, str) or not v.strip():
+                raise self.error(f"{field}[{i}]", f"expected a non-empty string, got {_kind(v)}"
+                                 if not isinstance(v, str) else "must not be empty")
+            out.append(v)
+        return tuple(out)
