@@ -19,8 +19,9 @@ class Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self.transaction() as con:
-            con.executescript(resources.files("usl.store").joinpath("schema.sql").read_text())
+        # executescript() commits any open transaction first, so the script carries its own.
+        schema = resources.files("usl.store").joinpath("schema.sql").read_text()
+        self.con.executescript(f"BEGIN IMMEDIATE;\n{schema}\nCOMMIT;")
 
     @property
     def con(self) -> sqlite3.Connection:
