@@ -1,7 +1,157 @@
-"""`usl data ...` commands."""
+"""`usl data ...` commands: import benchmarks, show what the store holds."""
 
 from __future__ import annotations
 
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
 import typer
 
+from usl import paths
+from usl.cli.common import State, user_errors
+from usl.data.imported import Imported
+from usl.types import DataError
+
+log = logging.getLogger(__name__)
 app = typer.Typer(no_args_is_help=True)
+import_app = typer.Typer(no_args_is_help=True, help="Import a benchmark (queries + model answers) into the store.")
+app.add_typer(import_app, name="import")
+
+
+def _save(ctx: typer.Context, imp: Imported, started: float) -> None:
+    from usl.store.benchmarks import save_benchmark
+
+    saved = save_benchmark(ctx.obj.store(), imp.benchmark, imp.responses, imp.source)
+    b = saved
+    typer.echo(f"imported {b.name!r}: {len(b.queries)} queries, {len(b.models)} models "
+               f"(baseline {b.baseline}), {len(imp.responses)} answers, version {b.version} "
+               f"in {time.perf_counter() - started:.1f}s")
+    for model, n in imp.missing:
+        typer.echo(f"  missing answers: {model}: {n} of {len(b.queries)} (counted as missing, never as losses)")
+    for note in imp.notes:
+        typer.echo(f"  note: {note}")
+
+
+def _split_models(models: Optional[str]) -> Optional[list[str]]:
+    return [m.strip() for m in models.split(",") if m.strip()] if models else None
+
+
+@import_app.command("alpaca-eval")
+def import_alpaca_eval(
+        ctx: typer.Context,
+        source: Optional[str] = typer.Option(
+            None, "--source", help="Folder or file of AlpacaEval model_outputs (local), or a URL: "
+                                   "github:tatsu-lab/alpaca_eval[@REF], https://github.com/OWNER/REPO, or an "
+                                   "HTTP folder with split.json + outputs/. Default: ../shared/data/alpaca_eval."),
+        split: Optional[str] = typer.Option(None, "--split", help="board | train | all. Default: board when "
+                                                                  "split.json exists, else all."),
+        name: Optional[str] = typer.Option(None, "--name", help="Benchmark name. Default: alpaca_eval "
+                                                                "(alpaca_eval_train / alpaca_eval_all for other splits)."),
+        models: Optional[str] = typer.Option(None, "--models", help="Comma-separated models to import. Default: "
+                                                                    "split.json's board models, else every file."),
+        baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model. Default: split.json's, "
+                                                                        "else gpt4_1106_preview."),
+) -> None:
+    """Import AlpacaEval outputs; the baseline's instructions are the queries."""
+    from usl.data import alpaca_eval as ae
+
+    started = time.perf_counter()
+    with user_errors():
+        if source is None:
+            shared = paths.shared_data()
+            if shared is None or not (shared / "alpaca_eval").is_dir():
+                raise DataError("no local copy found (../shared/data/alpaca_eval); pass --source PATH or "
+                                f"--source {ae.DEFAULT_GITHUB}")
+            source = str(shared / "alpaca_eval")
+        local = source
+        if ae.is_remote(source):
+            local = str(ae.fetch(source, paths.cache_dir(ctx.obj.home, "downloads", "alpaca_eval"),
+                                 models=_split_models(models), progress=True))
+        imp = ae.load_alpaca_eval(local, split=split, models=_split_models(models), baseline=baseline,
+                                  name=name, progress=True)
+        if ae.is_remote(source):
+            imp = Imported(imp.benchmark, imp.responses, f"alpaca_eval:{source} split={imp.source.rsplit('=', 1)[1]}",
+                           imp.missing, imp.notes)
+        _save(ctx, imp, started)
+
+
+@import_app.command("arena")
+def import_arena(
+        ctx: typer.Context,
+        source: Path = typer.Option(..., "--source", help="Folder with question.jsonl(.gz) and model_answer/*.jsonl(.gz)."),
+        baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model. Default: the release's "
+                                                                        "usual baseline if present, else the most complete."),
+        name: Optional[str] = typer.Option(None, "--name", help="Benchmark name. Default: the folder's name."),
+) -> None:
+    """Import an Arena-Hard / MT-Bench style folder."""
+    from usl.data.arena import load_arena
+
+    started = time.perf_counter()
+    with user_errors():
+        _save(ctx, load_arena(source, baseline=baseline, name=name), started)
+
+
+@import_app.command("jsonl")
+def import_jsonl(
+        files: list[Path] = typer.Argument(..., help="Preference files in the paper's JSONL (.jsonl or .jsonl.gz)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+) -> None:
+    """Validate preference files in the paper's JSONL format and report counts (nothing is stored)."""
+    from usl.data.paper_jsonl import read_samples
+
+    with user_errors():
+        report = {}
+        for f in files:
+            samples = read_samples(f)
+            report[str(f)] = {
+                "samples": len(samples),
+                "preferences": dict(sorted(Counter(s.preference for s in samples).items())),
+                "distinct_criteria": len({c for s in samples for c in s.criteria}),
+                "multi_turn": sum(len(s.model_a) > 2 or len(s.model_b) > 2 for s in samples),
+            }
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        for f, r in report.items():
+            typer.echo(f"{f}: {r['samples']} samples {r['preferences']}, {r['distinct_criteria']} distinct "
+                       f"criteria, {r['multi_turn']} multi-turn")
+
+
+@app.command("stats")
+def stats(
+        ctx: typer.Context,
+        name: Optional[str] = typer.Option(None, "--name", help="Benchmark. Default: alpaca_eval, or the only one."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON (stable key order)."),
+) -> None:
+    """Queries, models, answers and missing answers of an imported benchmark."""
+    from usl.store.benchmarks import DEFAULT_BENCHMARK, benchmark_stats, list_benchmarks
+
+    with user_errors():
+        store = ctx.obj.store()
+        if name is None:
+            known = list_benchmarks(store)
+            name = known[0] if len(known) == 1 else DEFAULT_BENCHMARK
+        st = benchmark_stats(store, name)
+    if as_json:
+        typer.echo(json.dumps(st, indent=2, ensure_ascii=False))
+        return
+    typer.echo(f"{st['name']} (version {st['version']}): {st['queries']} queries, {st['n_models']} models, "
+               f"baseline {st['baseline']}, {st['answers']} answers, {st['missing']} missing, {st['topics']} topics")
+    width = max(len(m["name"]) for m in st["models"])
+    for m in st["models"]:
+        flag = f"  ({m['missing']} missing)" if m["missing"] else ""
+        typer.echo(f"  {m['name']:<{width}}  {m['answers']:>5} answers{flag}")
+
+
+# `usl data build-train ...` and friends live in their own module.
+try:
+    from usl.cli import data_train as _dt
+except ImportError as e:  # pragma: no cover - only while that module is being written
+    if e.name != "usl.cli.data_train":
+        raise
+else:
+    _dt.register(app)

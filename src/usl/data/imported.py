@@ -1,0 +1,28 @@
+"""What every importer returns: a benchmark, its answers, and what was missing or skipped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from usl.types import Benchmark, Response
+
+
+@dataclass(frozen=True)
+class Imported:
+    """``missing`` is ``((model, n_missing), ...)`` over the benchmark's queries, models without gaps
+    left out; ``notes`` are human-readable remarks (skipped items, duplicates) for the import log."""
+
+    benchmark: Benchmark
+    responses: tuple[Response, ...]
+    source: str
+    missing: tuple[tuple[str, int], ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def count_missing(benchmark: Benchmark, responses: tuple[Response, ...]) -> tuple[tuple[str, int], ...]:
+    have: dict[str, int] = {}
+    for r in responses:
+        have[r.model] = have.get(r.model, 0) + 1
+    n = len(benchmark.queries)
+    return tuple((m, n - have.get(m, 0)) for m in sorted(benchmark.models, key=str.casefold)
+                 if have.get(m, 0) < n)
