@@ -150,6 +150,7 @@ def load_alpaca_eval(source: str | Path, *, split: str | None = None, models: Se
     files = find_model_files(root)
     split_file = root / "split.json" if root.is_dir() else None
     sp = read_split(split_file) if split_file and split_file.is_file() else None
+    default = name or default_name(split or "board")  # an automatic split keeps the plain name
     if split is None:
         split = "board" if sp else "all"
     if split not in SPLITS:
@@ -193,7 +194,7 @@ def load_alpaca_eval(source: str | Path, *, split: str | None = None, models: Se
         items = base_items if model == baseline else read_outputs(files[model])
         responses.extend(_match(model, items, index, selected, files[model], notes))
     responses.sort(key=lambda r: (int(r.query_id), r.model))
-    bench = Benchmark(name or default_name(split), queries, tuple(sorted(wanted, key=str.casefold)), baseline)
+    bench = Benchmark(default, queries, tuple(sorted(wanted, key=str.casefold)), baseline)
     resp = tuple(responses)
     return Imported(bench, resp, f"alpaca_eval:{root} split={split}", count_missing(bench, resp), tuple(notes))
 

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from usl.types import DataError
 
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer",
-               float: "a number", bool: "a boolean"}
+               float: "a number", bool: "a boolean", type(None): "null"}
 
 
 def open_text(path: str | Path) -> io.TextIOBase:
