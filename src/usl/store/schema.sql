@@ -39,3 +39,24 @@ CREATE TABLE IF NOT EXISTS query_topics (
   topic_id TEXT NOT NULL,
   PRIMARY KEY (benchmark, query_id, topic_id)
 );
+-- One judge decision on one (model answer, baseline answer) pair in one presentation order.
+-- The primary key is the whole cache key, so a judgment can never be stored twice; writers use
+-- INSERT OR IGNORE and commit per batch, so a killed job loses at most its in-flight batch.
+-- judge: identity name@version; criteria: Criteria.key() (sha256 of the canonical criteria);
+-- swapped: 0 = model answer shown first, 1 = baseline first, 2 = both orders already averaged
+-- by the judge (judge_matrix); content: 63-bit fingerprint of the query, model answer and
+-- baseline answer texts, so a re-imported answer is judged afresh; p_a/p_tie: the Verdict.
+CREATE TABLE IF NOT EXISTS judgments (
+  judge TEXT NOT NULL,
+  criteria TEXT NOT NULL,
+  benchmark TEXT NOT NULL,
+  baseline TEXT NOT NULL,
+  model TEXT NOT NULL,
+  query_id TEXT NOT NULL,
+  swapped INTEGER NOT NULL CHECK (swapped IN (0, 1, 2)),
+  content INTEGER NOT NULL,
+  p_a REAL NOT NULL,
+  p_tie REAL NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL DEFAULT (datetime('now')),
+  PRIMARY KEY (judge, criteria, benchmark, baseline, model, query_id, swapped, content)
+) WITHOUT ROWID;

@@ -1,0 +1,264 @@
+"""LLM-as-judge over any OpenAI-compatible chat API (OpenAI, Gemini's OpenAI endpoint, vLLM, llama.cpp).
+
+Spec: ``llm:MODEL`` with optional ``,key=value`` options, e.g.::
+
+    llm:gpt-4.1                                        # https://api.openai.com/v1, key in $OPENAI_API_KEY
+    llm:Qwen2.5-7B-Instruct,base_url=http://localhost:8000/v1           # a local vLLM server, no key
+    llm:gemini-2.5-pro,base_url=https://generativelanguage.googleapis.com/v1beta/openai,api_key_env=GEMINI_API_KEY
+
+Options (``LLMJudgeConfig``): base_url, api_key_env (the *name* of the environment variable holding
+the key; unset or empty = no Authorization header, as local servers want), concurrency (requests
+in flight), max_retries, backoff (seconds, doubled per retry), timeout, temperature, max_tokens,
+unparseable ("error" or "abstain").
+
+The prompt (``SYSTEM_PROMPT`` + ``USER_TEMPLATE``, below) shows the user's likes and things to
+avoid, the query and the two answers, and asks for a last line ``Verdict: A``, ``Verdict: B`` or
+``Verdict: tie``. ``parse_verdict`` reads that line, or the ``[[A]]``/``[[B]]``/``[[C]]`` form
+MT-Bench-style judges use, or a bare "A"/"B"/"tie". The judge version hashes the model name, the
+prompt and the sampling settings, so changing any of them never reuses a cached verdict.
+
+Failures are loud: a non-retryable HTTP status (400, 401, 403, 404, ...) raises at once; 408, 409,
+429, 5xx and connection errors are retried with exponential backoff (honouring ``Retry-After``),
+then raise ``LLMJudgeError`` naming the endpoint, the status and the start of the response body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
+from typing import Literal, Sequence
+
+import httpx
+
+from usl.judges.base import JudgeRequest, Verdict
+from usl.judges.registry import register
+from usl.types import Criteria
+
+log = logging.getLogger(__name__)
+Label = Literal["A", "B", "tie"]
+PROMPT_VERSION = "1"
+
+SYSTEM_PROMPT = (
+    "You are a careful, impartial judge of AI assistant answers. A user with personal preferences "
+    "wants to know which of two answers to their query they would prefer. Judge by the user's "
+    "criteria first and by the correctness and helpfulness of the answers second. Do not let the "
+    "order in which the answers are shown influence you, and do not prefer an answer for its length "
+    "unless the user's criteria are about length."
+)
+
+USER_TEMPLATE = """[The user's criteria]
+The user likes:
+{likes}
+The user wants to avoid:
+{avoid}
+
+[Query]
+{query}
+
+[Answer A]
+{answer_a}
+
+[Answer B]
+{answer_b}
+
+Which answer does this user prefer? Explain briefly, then end your reply with exactly one line:
+"Verdict: A", "Verdict: B" or "Verdict: tie"."""
+
+RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class LLMJudgeError(RuntimeError):
+    """The chat endpoint failed (or answered something that is not a verdict)."""
+
+
+@dataclass(frozen=True)
+class LLMJudgeConfig:
+    model: str                                   # model name the endpoint serves
+    base_url: str = "https://api.openai.com/v1"  # OpenAI-compatible root; /chat/completions is appended
+    api_key_env: str = "OPENAI_API_KEY"          # name of the env var holding the key ("" = none)
+    concurrency: int = 8                         # requests in flight at once
+    max_retries: int = 4                         # retries after the first attempt (retryable errors)
+    backoff: float = 1.0                         # first retry delay in seconds; doubles each retry
+    timeout: float = 120.0                       # seconds per HTTP request
+    temperature: float = 0.0                     # sampling temperature sent to the endpoint
+    max_tokens: int = 512                        # completion budget for the judge's reasoning + verdict
+    unparseable: Literal["error", "abstain"] = "error"   # reply without a verdict: raise, or p_a = 0.5
+
+
+def format_criteria(criteria: Criteria) -> tuple[str, str]:
+    c = criteria.canonical()
+    bullets = lambda xs: "\n".join(f"- {x}" for x in xs) if xs else "- (nothing stated)"
+    return bullets(c.likes), bullets(c.avoid)
+
+
+def build_messages(request: JudgeRequest) -> list[dict[str, str]]:
+    likes, avoid = format_criteria(request.criteria)
+    user = USER_TEMPLATE.format(likes=likes, avoid=avoid, query=request.query,
+                                answer_a=request.response_a, answer_b=request.response_b)
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+_VERDICT_LINE = re.compile(
+    r"(?:final\s+)?verdict\s*[:=\-]?\s*[\*\"'`\[\(]*\s*(?:answer\s+|response\s+)?(a\s+tie|a\s+draw|tie|draw|equal|A|B)\b",
+    re.IGNORECASE)
+_BRACKETS = re.compile(r"\[\[\s*(A|B|C|tie)\s*\]\]", re.IGNORECASE)
+_BARE = re.compile(r"^\W*(?:answer\s+|response\s+)?(A|B|tie|draw)\W*$", re.IGNORECASE)
+
+
+def parse_verdict(text: str) -> Label:
+    """The judge's decision. The *last* explicit verdict wins (judges sometimes restate the task).
+
+    Raises ValueError when no verdict can be found.
+    """
+    for pattern in (_VERDICT_LINE, _BRACKETS):
+        found = pattern.findall(text)
+        if found:
+            return _label(found[-1])
+    m = _BARE.match(text.strip())
+    if m:
+        return _label(m.group(1))
+    raise ValueError(f"no verdict in judge reply: {text[-200:]!r}")
+
+
+def _label(token: str) -> Label:
+    t = " ".join(token.lower().split())
+    if t == "a":
+        return "A"
+    if t == "b":
+        return "B"
+    return "tie"  # tie, draw, equal, and MT-Bench's [[C]]
+
+
+_VERDICTS: dict[Label, Verdict] = {"A": Verdict(1.0, 0.0), "B": Verdict(0.0, 0.0), "tie": Verdict(0.0, 1.0)}
+
+
+class LLMJudge:
+    name = "llm"
+    can_tie = True
+    cacheable = True
+
+    def __init__(self, config: LLMJudgeConfig, transport: httpx.BaseTransport | None = None):
+        if config.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {config.concurrency}")
+        self.config = config
+        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.Client(headers=headers, timeout=config.timeout, transport=transport,
+                                    limits=httpx.Limits(max_connections=config.concurrency))
+        self._lock = threading.Lock()
+
+    @property
+    def version(self) -> str:
+        c = self.config
+        blob = "\0".join([PROMPT_VERSION, SYSTEM_PROMPT, USER_TEMPLATE, c.model, repr(c.temperature),
+                          str(c.max_tokens)])
+        return f"{c.model}/{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        if not requests:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(requests))) as pool:
+            futures = [pool.submit(self._one, r) for r in requests]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+
+    def _one(self, request: JudgeRequest) -> Verdict:
+        text = self.complete(build_messages(request))
+        try:
+            return _VERDICTS[parse_verdict(text)]
+        except ValueError as e:
+            if self.config.unparseable == "abstain":
+                log.warning("%s: %s; counting p_a = 0.5", self.url, e)
+                return Verdict(0.5, 0.0)
+            raise LLMJudgeError(f"{self.url} (model {self.config.model}): {e}") from e
+
+    def complete(self, messages: list[dict[str, str]]) -> str:
+        """One chat completion with retries; returns the assistant message text."""
+        c = self.config
+        body = {"model": c.model, "messages": messages, "temperature": c.temperature, "max_tokens": c.max_tokens}
+        last = ""
+        for attempt in range(c.max_retries + 1):
+            delay = c.backoff * (2 ** attempt)
+            try:
+                resp = self._client.post(self.url, json=body)
+            except httpx.TransportError as e:
+                last = f"connection error: {e.__class__.__name__}: {e}"
+            else:
+                if resp.status_code == 200:
+                    return self._content(resp)
+                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                if resp.status_code not in RETRYABLE:
+                    raise LLMJudgeError(f"POST {self.url} (model {c.model}) failed: {last}")
+                delay = max(delay, _retry_after(resp))
+            if attempt < c.max_retries:
+                log.info("POST %s: %s; retry %d/%d in %.1fs", self.url, last, attempt + 1, c.max_retries, delay)
+                time.sleep(min(delay, 60.0))
+        raise LLMJudgeError(f"POST {self.url} (model {c.model}) failed after {c.max_retries + 1} attempts: {last}")
+
+    def _content(self, resp: httpx.Response) -> str:
+        try:
+            return resp.json()["choices"][0]["message"]["content"] or ""
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise LLMJudgeError(f"POST {self.url}: not a chat completion response: {resp.text[:300]!r}") from e
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _retry_after(resp: httpx.Response) -> float:
+    try:
+        return float(resp.headers.get("retry-after", 0))
+    except ValueError:
+        return 0.0
+
+
+_TYPES = {f.name: f.type for f in fields(LLMJudgeConfig)}
+
+
+def parse_spec(arg: str | None, **options) -> LLMJudgeConfig:
+    """``MODEL[,key=value...]`` (plus keyword options, which win) -> config. Unknown keys raise."""
+    if not arg:
+        raise ValueError("llm judge needs a model: llm:MODEL[,base_url=URL,api_key_env=VAR,...]")
+    model, *pairs = arg.split(",")
+    opts: dict[str, object] = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep:
+            raise ValueError(f"llm judge option {p!r} is not key=value")
+        opts[key.strip()] = value.strip()
+    opts.update(options)
+    unknown = set(opts) - set(_TYPES) - {"model"}
+    if unknown:
+        raise ValueError(f"unknown llm judge option(s) {sorted(unknown)}; known: {sorted(set(_TYPES) - {'model'})}")
+    casts = {"concurrency": int, "max_retries": int, "max_tokens": int, "backoff": float, "timeout": float,
+             "temperature": float}
+    for k, v in list(opts.items()):
+        if k in casts and isinstance(v, str):
+            try:
+                opts[k] = casts[k](v)
+            except ValueError as e:
+                raise ValueError(f"llm judge option {k}={v!r}: {e}") from e
+    if opts.get("unparseable", "error") not in ("error", "abstain"):
+        raise ValueError(f"llm judge option unparseable must be 'error' or 'abstain', got {opts['unparseable']!r}")
+    return LLMJudgeConfig(model=model.strip(), **opts)  # type: ignore[arg-type]
+
+
+@register("llm")
+def _llm(arg: str | None = None, **options) -> LLMJudge:
+    transport = options.pop("transport", None)
+    return LLMJudge(parse_spec(arg, **options), transport=transport)

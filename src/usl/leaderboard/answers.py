@@ -1,0 +1,76 @@
+"""A benchmark held in memory: queries, answers, answer lengths and content fingerprints.
+
+Loaded once per service instance (one SQLite read of ~20k answers) and reused by every
+leaderboard, so a cached leaderboard never touches the responses table again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from usl.types import Benchmark
+
+_MASK = (1 << 63) - 1
+
+
+def fingerprint(text: str) -> int:
+    """63-bit content hash of one text (blake2b), stable across processes."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") & _MASK
+
+
+def pair_fingerprint(fq: int, fm: int, fb: int) -> int:
+    """Order-sensitive 63-bit combination of the query, model-answer and baseline-answer hashes."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(fq.to_bytes(8, "little") + fm.to_bytes(8, "little") + fb.to_bytes(8, "little"))
+    return int.from_bytes(h.digest(), "little") & _MASK
+
+
+@dataclass
+class Answers:
+    benchmark: Benchmark
+    responses: dict[tuple[str, str], str]            # (query_id, model) -> text
+    _fp: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _qfp: dict[str, int] = field(default_factory=dict, repr=False)
+    _words: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.query_text = {q.id: q.text for q in self.benchmark.queries}
+        self.query_pos = {q.id: i for i, q in enumerate(self.benchmark.queries)}
+
+    @property
+    def name(self) -> str:
+        return self.benchmark.name
+
+    def answer(self, query_id: str, model: str) -> str | None:
+        return self.responses.get((query_id, model))
+
+    def content(self, query_id: str, model: str, baseline: str) -> int:
+        """Fingerprint of (query, model answer, baseline answer); both answers must exist."""
+        fq = self._qfp.get(query_id)
+        if fq is None:
+            fq = self._qfp[query_id] = fingerprint(self.query_text[query_id])
+        return pair_fingerprint(fq, self._text_fp(query_id, model), self._text_fp(query_id, baseline))
+
+    def _text_fp(self, query_id: str, model: str) -> int:
+        key = (query_id, model)
+        fp = self._fp.get(key)
+        if fp is None:
+            fp = self._fp[key] = fingerprint(self.responses[key])
+        return fp
+
+    def lengths(self, models: list[str], query_ids: list[str]) -> np.ndarray:
+        """(len(models), len(query_ids)) answer lengths in whitespace words; NaN when missing."""
+        out = np.full((len(models), len(query_ids)), np.nan)
+        for i, m in enumerate(models):
+            for j, q in enumerate(query_ids):
+                n = self._words.get((q, m))
+                if n is None:
+                    t = self.responses.get((q, m))
+                    if t is None:
+                        continue
+                    n = self._words[(q, m)] = len(t.split())
+                out[i, j] = n
+        return out

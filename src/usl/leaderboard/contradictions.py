@@ -1,0 +1,117 @@
+"""Warnings for criteria sets that pull against themselves.
+
+Two checks, deliberately simple:
+
+1. An antonym lexicon of style axes (length, formality, technicality, tone, format). Each criterion
+   is tagged with the poles it names; a word after a negation ("not too long", "without jargon")
+   flips its pole. Two likes on opposite poles of one axis contradict ("be concise" + "give
+   detailed explanations"); so do a like and an avoid on the *same* pole ("be brief" + avoid
+   "short answers").
+2. A like and an avoid that say the same thing: identical after normalisation, or (when an
+   embedder is given) cosine similarity of their sentence embeddings >= ``threshold``. Embeddings
+   are not used between two likes: antonyms embed close together.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from usl.types import Criteria
+
+# axis -> (pole 0 words, pole 1 words). Multi-word entries match as phrases.
+AXES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "length": (("concise", "concisely", "brief", "briefly", "brevity", "short", "shorter", "succinct",
+                "terse", "to the point", "compact", "minimal"),
+               ("detailed", "detail", "details", "long", "longer", "lengthy", "thorough", "thoroughly",
+                "comprehensive", "verbose", "elaborate", "in-depth", "exhaustive", "extensive")),
+    "formality": (("formal", "professional", "academic"),
+                  ("casual", "informal", "conversational", "colloquial", "slang", "chatty")),
+    "technicality": (("simple", "plain", "beginner", "layman", "laymen", "non-technical", "jargon-free"),
+                     ("technical", "advanced", "expert", "jargon", "sophisticated")),
+    "tone": (("serious", "sober", "solemn"),
+             ("humorous", "humor", "humour", "funny", "playful", "witty", "jokes", "joke")),
+    "format": (("bullet", "bullets", "bulleted", "list", "lists", "table", "tables"),
+               ("prose", "paragraph", "paragraphs", "narrative", "essay")),
+}
+NEGATIONS = ("not", "no", "never", "without", "less", "avoid", "avoiding", "don't", "dont", "isn't",
+             "nothing", "fewer")
+_WORD = re.compile(r"[a-z][a-z'\-]*")
+
+
+class Encoder(Protocol):
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Pole:
+    axis: str
+    side: int      # 0 or 1
+    word: str
+
+
+def poles(text: str) -> list[Pole]:
+    """The style poles a criterion names, negation-aware.
+
+    >>> [(p.axis, p.side) for p in poles("Not too long, please")]
+    [('length', 0)]
+    """
+    tokens = _WORD.findall(text.lower())
+    found: list[Pole] = []
+    for axis, sides in AXES.items():
+        for side, words in enumerate(sides):
+            for w in words:
+                parts = w.split()
+                for i in range(len(tokens) - len(parts) + 1):
+                    if tokens[i:i + len(parts)] == parts:
+                        negated = any(t in NEGATIONS for t in tokens[max(0, i - 3):i])
+                        found.append(Pole(axis, 1 - side if negated else side, w))
+    # one entry per (axis, side)
+    uniq = {(p.axis, p.side): p for p in found}
+    return list(uniq.values())
+
+
+def _norm(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def find_contradictions(criteria: Criteria, embedder: Encoder | None = None,
+                        threshold: float = 0.8) -> list[str]:
+    """Human-readable warnings, one per contradicting pair (empty list: none found)."""
+    c = criteria.canonical()
+    out: list[str] = []
+    tagged_likes = [(t, poles(t)) for t in c.likes]
+    tagged_avoid = [(t, poles(t)) for t in c.avoid]
+    for i, (a, pa) in enumerate(tagged_likes):
+        for b, pb in tagged_likes[i + 1:]:
+            for x in pa:
+                for y in pb:
+                    if x.axis == y.axis and x.side != y.side:
+                        out.append(f"liked criteria contradict on {x.axis}: {a!r} ({x.word}) vs {b!r} ({y.word})")
+    seen: set[tuple[str, str]] = set()
+    for a, pa in tagged_likes:
+        for b, pb in tagged_avoid:
+            for x in pa:
+                for y in pb:
+                    if x.axis == y.axis and x.side == y.side and (a, b) not in seen:
+                        seen.add((a, b))
+                        out.append(f"{a!r} is liked but {b!r} is to be avoided ({x.axis}: {x.word} / {y.word})")
+            if (a, b) not in seen and _norm(a) == _norm(b):
+                seen.add((a, b))
+                out.append(f"{a!r} is both liked and to be avoided")
+    if embedder is not None and c.likes and c.avoid:
+        vl = np.asarray(embedder.encode(list(c.likes)), dtype=np.float64)
+        va = np.asarray(embedder.encode(list(c.avoid)), dtype=np.float64)
+        vl /= np.linalg.norm(vl, axis=1, keepdims=True) + 1e-12
+        va /= np.linalg.norm(va, axis=1, keepdims=True) + 1e-12
+        sim = vl @ va.T
+        for i, j in zip(*np.nonzero(sim >= threshold)):
+            a, b = c.likes[i], c.avoid[j]
+            if (a, b) not in seen:
+                seen.add((a, b))
+                out.append(f"{a!r} is liked but the similar {b!r} is to be avoided "
+                           f"(similarity {sim[i, j]:.2f})")
+    return out

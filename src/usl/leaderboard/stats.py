@@ -1,0 +1,133 @@
+"""Win rates, bootstrap confidence intervals, CI-aware ranks and rank correlations.
+
+Everything works on one score matrix ``S`` of shape (models, queries): ``S[m, q]`` is model m's
+share of the win against the baseline on query q, in [0, 1], already averaged over both
+presentation orders, ties counting half; ``NaN`` where the model (or the baseline) has no answer.
+Missing answers are excluded per model, never counted as a loss.
+
+Worked example (2 models, 3 queries)::
+
+    S = [[1.0, 0.5, nan],      # model 0: one win, one tie, one missing
+         [0.0, 0.0, 1.0]]      # model 1
+    win_rates(S) -> ([75.0, 33.33], n=[2, 3])
+
+The overall win rate is the query-weighted micro average (the mean over answered queries), as in
+the paper's leaderboard; per-topic win rates are the same mean over the topic's queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Per-model statistics; every array has one entry per model (row of ``S``)."""
+
+    win_rate: np.ndarray      # (M,) percent; NaN for a model with no answered query
+    ci: np.ndarray            # (M, 2) percent, bootstrap percentile interval
+    n: np.ndarray             # (M,) answered queries
+    rank: np.ndarray          # (M,) 1 + number of models significantly better
+
+
+def win_rates(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Percent win rate per model (mean over answered queries) and the answered counts."""
+    s = np.asarray(scores, dtype=np.float64)
+    answered = ~np.isnan(s)
+    n = answered.sum(axis=1)
+    total = np.where(answered, s, 0.0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 100.0 * total / n, n
+
+
+def resample_counts(n_queries: int, n_bootstrap: int, seed: int) -> np.ndarray:
+    """(B, Q) matrix: how often each query is drawn in each bootstrap resample of the queries.
+
+    Drawn once, seeded, and shared by every model, so the resamples are paired across models.
+    """
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n_queries, size=(n_bootstrap, n_queries))
+    flat = (idx + np.arange(n_bootstrap)[:, None] * n_queries).ravel()
+    return np.bincount(flat, minlength=n_bootstrap * n_queries).reshape(n_bootstrap, n_queries)
+
+
+def bootstrap_means(scores: np.ndarray, n_bootstrap: int = 1000, seed: int = 0) -> np.ndarray:
+    """(B, M) percent win rates, one row per resample of the queries (with replacement).
+
+    Vectorised as two matrix products: resampled sums = C @ S0.T, resampled counts = C @ A.T, with
+    ``C`` the (B, Q) draw counts, ``S0`` the scores with NaN as 0 and ``A`` the answered mask.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    answered = ~np.isnan(s)
+    counts = resample_counts(s.shape[1], n_bootstrap, seed).astype(np.float64)
+    sums = counts @ np.where(answered, s, 0.0).T
+    dens = counts @ answered.T.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 100.0 * sums / dens
+
+
+def bootstrap_ci(scores: np.ndarray, n_bootstrap: int = 1000, seed: int = 0,
+                 level: float = 0.95) -> np.ndarray:
+    """(M, 2) percentile interval of the bootstrap win rates, percent."""
+    means = bootstrap_means(scores, n_bootstrap, seed)
+    tail = 100.0 * (1.0 - level) / 2.0
+    lo_hi = np.full((means.shape[1], 2), np.nan)
+    ok = ~np.all(np.isnan(means), axis=0)
+    if ok.any():
+        lo_hi[ok] = np.nanpercentile(means[:, ok], [tail, 100.0 - tail], axis=0).T
+    return lo_hi
+
+
+def ci_rank(ci: np.ndarray) -> np.ndarray:
+    """Rank = 1 + the number of models whose CI lower bound is above this model's upper bound.
+
+    This is LMArena's rule: a model only drops below those it is *significantly* worse than, so
+    models with overlapping intervals share a rank. A model without an interval (NaN) ranks last.
+
+    >>> ci_rank(np.array([[60, 70], [55, 65], [40, 50]]))
+    array([1, 1, 3])
+    """
+    lo, hi = ci[:, 0], ci[:, 1]
+    with np.errstate(invalid="ignore"):
+        better = lo[None, :] > hi[:, None]          # better[i, j]: j significantly better than i
+    rank = 1 + better.sum(axis=1)
+    rank[np.isnan(hi)] = len(lo)
+    return rank
+
+
+def summarize(scores: np.ndarray, n_bootstrap: int = 1000, seed: int = 0) -> Summary:
+    wr, n = win_rates(scores)
+    ci = bootstrap_ci(scores, n_bootstrap, seed) if n_bootstrap > 0 else np.stack([wr, wr], axis=1)
+    return Summary(win_rate=wr, ci=ci, n=n, rank=ci_rank(ci))
+
+
+def topic_win_rates(scores: np.ndarray, topic_columns: Mapping[str, Sequence[int]]) -> dict[str, np.ndarray]:
+    """Topic name -> (M,) percent win rate over the topic's query columns (NaN if none answered)."""
+    s = np.asarray(scores, dtype=np.float64)
+    return {name: win_rates(s[:, np.asarray(cols, dtype=int)])[0] for name, cols in topic_columns.items()}
+
+
+def paired(a: Mapping[str, float], b: Mapping[str, float]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The models present (and finite) in both boards, with their two values."""
+    common = [m for m in a if m in b and np.isfinite(a[m]) and np.isfinite(b[m])]
+    return common, np.array([a[m] for m in common], float), np.array([b[m] for m in common], float)
+
+
+def kendall_tau(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    """Kendall's tau-b between two boards (model -> score), over the models both contain."""
+    _, x, y = paired(a, b)
+    if len(x) < 2:
+        raise ValueError(f"need at least 2 common models to correlate, got {len(x)}")
+    return float(sps.kendalltau(x, y).statistic)
+
+
+def spearman_rho(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    """Spearman's rho between two boards (model -> score), over the models both contain."""
+    _, x, y = paired(a, b)
+    if len(x) < 2:
+        raise ValueError(f"need at least 2 common models to correlate, got {len(x)}")
+    return float(sps.spearmanr(x, y).statistic)

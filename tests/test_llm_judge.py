@@ -1,0 +1,194 @@
+"""The LLM judge against a real local HTTP server standing in for the remote chat API."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from usl.judges.base import JudgeRequest
+from usl.judges.llm_api import LLMJudge, LLMJudgeError, build_messages, parse_spec, parse_verdict
+from usl.judges.registry import load_judge
+from usl.types import Criteria
+
+
+@pytest.mark.parametrize("text,label", [
+    ("A is clearer.\nVerdict: A", "A"),
+    ("Verdict: B", "B"),
+    ("verdict: tie", "tie"),
+    ("Final verdict: **B**", "B"),
+    ("Verdict: Answer A", "A"),
+    ("Verdict: [A]", "A"),
+    ("Verdict: a tie", "tie"),
+    ("Verdict: draw.", "tie"),
+    ("Both are fine. [[C]]", "tie"),
+    ("[[B]]", "B"),
+    ("B", "B"),
+    ("  tie ", "tie"),
+    ("Response A", "A"),
+    ("Verdict: A\n...on reflection...\nVerdict: B", "B"),   # the last verdict wins
+])
+def test_parse_verdict_accepts(text, label):
+    assert parse_verdict(text) == label
+
+
+@pytest.mark.parametrize("text", ["", "I like both", "My verdict is that A is better", "Better: A",
+                                  "Verdict: unclear", "Answer C"])
+def test_parse_verdict_rejects(text):
+    with pytest.raises(ValueError, match="no verdict"):
+        parse_verdict(text)
+
+
+def test_prompt_contains_criteria_query_and_answers():
+    r = JudgeRequest(Criteria(("Be concise",), ("jargon",)), "What is 2+2?", "four", "It is 4.")
+    msgs = build_messages(r)
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    user = msgs[1]["content"]
+    for part in ("- Be concise", "- jargon", "What is 2+2?", "[Answer A]\nfour", "[Answer B]\nIt is 4.",
+                 "Verdict: A"):
+        assert part in user
+
+
+def test_parse_spec_options_and_errors():
+    c = parse_spec("m1,base_url=http://h:1/v1,concurrency=3,api_key_env=", timeout=5)
+    assert (c.model, c.base_url, c.concurrency, c.api_key_env, c.timeout) == ("m1", "http://h:1/v1", 3, "", 5)
+    with pytest.raises(ValueError, match="needs a model"):
+        parse_spec(None)
+    with pytest.raises(ValueError, match="unknown llm judge option"):
+        parse_spec("m,colour=red")
+    with pytest.raises(ValueError, match="concurrency"):
+        parse_spec("m,concurrency=many")
+
+
+class FakeAPI:
+    """A chat-completions server: prefers the answer containing GOOD; can fail on demand."""
+
+    def __init__(self, fail_first=0, status=500, delay=0.0, reply=None):
+        self.fail_first, self.status, self.delay, self.reply = fail_first, status, delay, reply
+        self.calls = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.lock = threading.Lock()
+        self.auth = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with api.lock:
+                    api.calls += 1
+                    n = api.calls
+                    api.in_flight += 1
+                    api.max_in_flight = max(api.max_in_flight, api.in_flight)
+                    api.auth.append(self.headers.get("Authorization"))
+                try:
+                    time.sleep(api.delay)
+                    if self.path != "/v1/chat/completions":
+                        return self._send(404, {"error": "no such path"})
+                    if n <= api.fail_first:
+                        return self._send(api.status, {"error": {"message": "overloaded"}})
+                    user = body["messages"][-1]["content"]
+                    a = user.split("[Answer A]")[1].split("[Answer B]")[0]
+                    b = user.split("[Answer B]")[1]
+                    verdict = "tie" if ("GOOD" in a) == ("GOOD" in b) else ("A" if "GOOD" in a else "B")
+                    text = api.reply if api.reply is not None else f"Reasoning.\nVerdict: {verdict}"
+                    self._send(200, {"choices": [{"message": {"role": "assistant", "content": text}}]})
+                finally:
+                    with api.lock:
+                        api.in_flight -= 1
+
+            def _send(self, code, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def api_factory():
+    made = []
+
+    def make(**kw):
+        made.append(FakeAPI(**kw))
+        return made[-1]
+
+    yield make
+    for a in made:
+        a.close()
+
+
+def _reqs(n=6):
+    crit = Criteria(("quality",))
+    return [JudgeRequest(crit, f"q{i}", "GOOD one" if i % 3 != 1 else "meh",
+                         "GOOD two" if i % 3 == 1 else ("GOOD" if i % 3 == 0 else "bad")) for i in range(n)]
+
+
+def test_judges_through_real_http_with_bounded_concurrency(api_factory, monkeypatch):
+    api = api_factory(delay=0.05)
+    monkeypatch.setenv("FAKE_KEY", "sekret")
+    judge = load_judge(f"llm:fake-model,base_url={api.url},concurrency=3,api_key_env=FAKE_KEY")
+    verdicts = judge.judge(_reqs(12))
+    assert [v.label for v in verdicts] == ["tie", "model_b", "model_a"] * 4
+    assert api.calls == 12
+    assert 1 < api.max_in_flight <= 3
+    assert set(api.auth) == {"Bearer sekret"}
+    assert judge.identity.startswith("llm@fake-model/")
+
+
+def test_retries_then_succeeds(api_factory):
+    api = api_factory(fail_first=2, status=503)
+    judge = load_judge(f"llm:m,base_url={api.url},concurrency=1,backoff=0.01,max_retries=3,api_key_env=")
+    assert judge.judge(_reqs(1))[0].label == "tie"
+    assert api.calls == 3
+
+
+def test_persistent_failure_names_endpoint_and_status(api_factory):
+    api = api_factory(fail_first=100, status=500)
+    judge = load_judge(f"llm:m,base_url={api.url},backoff=0.01,max_retries=2,api_key_env=")
+    with pytest.raises(LLMJudgeError, match=r"POST http://127\.0\.0\.1:\d+/v1/chat/completions .*after 3 attempts.*HTTP 500"):
+        judge.judge(_reqs(1))
+    assert api.calls == 3
+
+
+def test_client_error_is_not_retried(api_factory):
+    api = api_factory(fail_first=100, status=401)
+    judge = load_judge(f"llm:m,base_url={api.url},backoff=0.01,max_retries=5,api_key_env=")
+    with pytest.raises(LLMJudgeError, match="HTTP 401"):
+        judge.judge(_reqs(1))
+    assert api.calls == 1
+
+
+def test_unreachable_endpoint_is_a_clear_error():
+    judge = LLMJudge(parse_spec("m,base_url=http://127.0.0.1:9/v1,backoff=0.01,max_retries=1,api_key_env="))
+    with pytest.raises(LLMJudgeError, match=r"127\.0\.0\.1:9/v1/chat/completions.*connection error"):
+        judge.judge(_reqs(1))
+
+
+def test_unparseable_reply_errors_or_abstains(api_factory):
+    api = api_factory(reply="I cannot decide.")
+    strict = load_judge(f"llm:m,base_url={api.url},api_key_env=")
+    with pytest.raises(LLMJudgeError, match="no verdict"):
+        strict.judge(_reqs(1))
+    lenient = load_judge(f"llm:m,base_url={api.url},api_key_env=,unparseable=abstain")
+    assert lenient.judge(_reqs(1))[0].p_a == 0.5
+
+
+def test_version_changes_with_model_and_settings():
+    a = LLMJudge(parse_spec("m1"))
+    assert a.version != LLMJudge(parse_spec("m2")).version
+    assert a.version != LLMJudge(parse_spec("m1,temperature=0.7")).version
+    assert a.version == LLMJudge(parse_spec("m1,concurrency=2")).version   # speed knobs don't matter
