@@ -1,0 +1,93 @@
+"""Leaderboard jobs: one computation per distinct spec, shared by everyone who asks for it.
+
+Ranking can take seconds, so it runs on worker threads while the event loop keeps answering.
+Two requests for the same spec (the page and an export, or two tabs) share one job, and the
+last ``cache_size`` finished leaderboards are kept so that export, examples and a shared link
+do not judge anything twice. Failed jobs are forgotten so that a retry really retries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from usl.leaderboard.types import Leaderboard, LeaderboardSpec
+
+log = logging.getLogger(__name__)
+
+
+def spec_key(spec: LeaderboardSpec) -> str:
+    """Equal for specs that must give the same leaderboard (criteria order and spacing ignored)."""
+    d = spec.to_json()
+    c = spec.criteria.canonical()
+    d["criteria"] = {"likes": list(c.likes), "avoid": list(c.avoid)}
+    d["topics"] = sorted(d["topics"])
+    return json.dumps(d, sort_keys=True, ensure_ascii=False)
+
+
+@dataclass
+class Job:
+    spec: LeaderboardSpec
+    future: "Future[Leaderboard]" = field(default_factory=Future)
+    done: int = 0
+    total: int = 0
+
+    def progress(self, done: int, total: int) -> None:
+        # Called from the worker thread; two ints written together are good enough for a
+        # progress bar (a reader may see a stale pair, never a crash).
+        self.done, self.total = int(done), int(total)
+
+
+class RankJobs:
+    """Runs ``rank(spec, progress)`` on a thread pool with in-flight sharing and an LRU of results."""
+
+    def __init__(self, rank: Callable[..., Leaderboard], *, workers: int = 2, cache_size: int = 64):
+        self._rank = rank
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="usl-rank")
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._lock = threading.Lock()
+        self._cache_size = cache_size
+
+    def submit(self, spec: LeaderboardSpec) -> Job:
+        key = spec_key(spec)
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is not None:
+                self._jobs.move_to_end(key)
+                return job
+            job = Job(spec)
+            self._jobs[key] = job
+            self._evict()
+        self._pool.submit(self._run, key, job)
+        return job
+
+    def _run(self, key: str, job: Job) -> None:
+        if not job.future.set_running_or_notify_cancel():
+            return
+        try:
+            lb = self._rank(job.spec, progress=job.progress)
+        except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the job
+            with self._lock:
+                if self._jobs.get(key) is job:
+                    del self._jobs[key]
+            log.warning("ranking failed for %s: %s", key, e)
+            job.future.set_exception(e)
+        else:
+            job.future.set_result(lb)
+
+    def _evict(self) -> None:
+        finished = [k for k, j in self._jobs.items() if j.future.done()]
+        for k in finished[: max(0, len(self._jobs) - self._cache_size)]:
+            del self._jobs[k]
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {"jobs": len(self._jobs), "running": sum(not j.future.done() for j in self._jobs.values())}

@@ -1,0 +1,137 @@
+"""What goes over the wire: the request spec with its limits, and the documented response shapes.
+
+These pydantic models are the OpenAPI schema (``/openapi.json``). The request limits live in one
+place, ``LIMITS``, so the page, the validation and the docs cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Input limits; each keeps one request cheap to judge and the page readable."""
+
+    max_criteria: int = 10          # per box: likes and avoid each
+    max_criterion_chars: int = 300
+    max_use_case_chars: int = 500
+    max_topics: int = 200
+    max_examples: int = 20
+
+
+LIMITS = Limits()
+
+Criterion = Annotated[str, StringConstraints(max_length=LIMITS.max_criterion_chars)]
+
+
+class SpecIn(BaseModel):
+    """A leaderboard request. Empty ``likes`` and ``avoid`` mean the default (general) criteria;
+    empty ``topics`` and ``use_case`` mean all queries; ``judge``/``benchmark``/``baseline`` left
+    out mean the server's defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    likes: list[Criterion] = Field(default_factory=list, max_length=LIMITS.max_criteria,
+                                   description="What the user likes, one criterion each.")
+    avoid: list[Criterion] = Field(default_factory=list, max_length=LIMITS.max_criteria,
+                                   description="What the user wants avoided, one criterion each.")
+    topics: list[str] = Field(default_factory=list, max_length=LIMITS.max_topics,
+                              description="Topic ids (or names) to restrict the queries to.")
+    use_case: Annotated[str, StringConstraints(max_length=LIMITS.max_use_case_chars)] = Field(
+        "", description='Free text: "what do you use LLMs for"; selects matching queries.')
+    judge: Optional[str] = Field(None, description="Judge spec; one the server allows.")
+    baseline: Optional[str] = Field(None, description="Model every other is compared with.")
+    benchmark: Optional[str] = Field(None, description="Benchmark name (GET /api/benchmarks).")
+
+
+class RowOut(BaseModel):
+    model: str
+    rank: int = Field(description="1 + number of models significantly better (CI-aware).")
+    win_rate: float = Field(description="Percent vs the baseline, ties half.")
+    ci: list[float] = Field(description="Bootstrap 95% CI of the win rate, percent [low, high].")
+    n: int
+    n_missing: int = 0
+    topics: dict[str, float] = Field(default_factory=dict, description="Topic name -> win rate.")
+    avg_length: float = Field(0.0, description="Average answer length, words.")
+    lc_win_rate: Optional[float] = None
+    rating: Optional[float] = None
+
+
+class LeaderboardOut(BaseModel):
+    spec: dict
+    rows: list[RowOut]
+    criteria_breakdown: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Criterion -> model -> win rate.")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Placement(BaseModel):
+    """Where a model stands: ``position`` orders by win rate (1 = best); ``rank_low``..``rank_high``
+    is the range of positions its win-rate CI allows."""
+
+    model: str
+    position: int
+    rank_low: int
+    rank_high: int
+    default_position: Optional[int] = None
+    default_rank_low: Optional[int] = None
+    default_rank_high: Optional[int] = None
+    default_win_rate: Optional[float] = None
+
+
+class ComparisonOut(BaseModel):
+    kendall_tau: Optional[float] = Field(description="Rank agreement with the default leaderboard.")
+    spearman_rho: Optional[float] = None
+    placements: list[Placement]
+
+
+class LeaderboardResponse(BaseModel):
+    leaderboard: LeaderboardOut
+    comparison: ComparisonOut
+    is_default: bool = Field(description="True when the request is the default leaderboard.")
+    warnings: list[str] = Field(default_factory=list,
+                                description="Contradicting criteria and other notes for the user.")
+    query: str = Field(description="The spec as URL query parameters, for sharing and export.")
+
+
+class TopicOut(BaseModel):
+    id: str
+    name: str
+    n_queries: Optional[int] = None
+    keywords: list[str] = Field(default_factory=list)
+
+
+class ExampleOut(BaseModel):
+    query_id: str
+    query: str
+    topic: str = ""
+    model: str
+    model_answer: str
+    baseline: str
+    baseline_answer: str
+    p_model_wins: float = Field(description="Judge's probability that the model's answer is better.")
+    verdict: Literal["model", "baseline", "tie"]
+
+
+class ExamplesResponse(BaseModel):
+    model: str
+    criteria: list[str]
+    examples: list[ExampleOut]
+
+
+class ConfigOut(BaseModel):
+    benchmark: str
+    benchmarks: list[str]
+    judge: str
+    judges: list[str]
+    default_criteria: list[str]
+    limits: dict[str, int]
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+    benchmarks: int

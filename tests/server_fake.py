@@ -1,0 +1,121 @@
+"""Test helpers for the server: a duck-typed leaderboard service with known answers, and a real
+uvicorn server on a free port in a background thread.
+
+The fake stands in for the engine only where the engine's numbers don't matter (validation,
+streaming, escaping, the page's flow); ``test_server_real.py`` runs the real service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import uvicorn
+
+from usl.leaderboard.service import Example
+from usl.leaderboard.types import Leaderboard, LeaderboardSpec, Row
+from usl.types import Criteria
+
+
+@dataclass(frozen=True)
+class FakeTopic:
+    id: str
+    name: str
+    n_queries: int
+    keywords: tuple[str, ...] = ()
+
+
+MODELS = ("alpha-7b", "bravo-13b", "charlie-70b", "delta-8x7b", "echo-mini", "foxtrot-pro")
+TOPICS = (FakeTopic("coding", "Coding & debugging", 40, ("python", "sql")),
+          FakeTopic("writing", "Creative writing", 30, ("story", "poem")),
+          FakeTopic("math", "Math", 20, ("algebra",)))
+BASELINE = "gpt4-baseline"
+
+
+class FakeService:
+    """Default spec: win rates 80, 70, ..., 30 in MODELS order, CIs +-4 (so ranks 1..6).
+    Any other criteria reverse the order; topics and use case shift every rate by -5."""
+
+    def __init__(self, delay_s: float = 0.0, steps: int = 4):
+        self.delay_s, self.steps = delay_s, steps
+        self.rank_calls: list[LeaderboardSpec] = []
+        self._lock = threading.Lock()
+
+    def benchmarks(self) -> list[str]:
+        return ["tiny"]
+
+    def topics(self, benchmark: str) -> list[FakeTopic]:
+        if benchmark != "tiny":
+            raise ValueError(f"unknown benchmark {benchmark!r}")
+        return list(TOPICS)
+
+    def rank(self, spec: LeaderboardSpec, progress: Callable[[int, int], None] | None = None) -> Leaderboard:
+        with self._lock:
+            self.rank_calls.append(spec)
+        if spec.baseline not in (None, BASELINE):
+            raise ValueError(f"unknown baseline {spec.baseline!r}")
+        total = self.steps * len(MODELS)
+        for i in range(self.steps):
+            if progress:
+                progress(i * len(MODELS), total)
+            time.sleep(self.delay_s / self.steps)
+        if progress:
+            progress(total, total)
+        custom = spec.criteria != LeaderboardSpec().criteria
+        order = MODELS[::-1] if custom else MODELS
+        shift = -5.0 if (spec.topics or spec.use_case) else 0.0
+        names = {t.id: t.name for t in TOPICS}
+        topic_names = [names[t] for t in spec.topics] or [t.name for t in TOPICS]
+        rows = []
+        for i, m in enumerate(order):
+            wr = 80.0 - 10.0 * i + shift
+            rows.append(Row(model=m, rank=i + 1, win_rate=wr, ci=(wr - 4.0, wr + 4.0), n=100 - i,
+                            n_missing=i % 2, topics={t: wr + 3.0 * k - 3.0 for k, t in enumerate(topic_names)},
+                            avg_length=150.0 + 20 * MODELS.index(m)))
+        breakdown = ({c: {m: 50.0 + (10.0 if k % 2 else -10.0) * (j - 2.5) for j, m in enumerate(MODELS)}
+                      for k, c in enumerate(spec.criteria.as_list())} if spec.per_criterion else {})
+        return Leaderboard(spec=spec.to_json(), rows=tuple(rows), criteria_breakdown=breakdown)
+
+    def examples(self, spec: LeaderboardSpec, model: str, limit: int = 5) -> list[Example]:
+        if model not in MODELS:
+            raise KeyError(f"unknown model {model!r}")
+        ps = (0.9, 0.2, 0.5, 0.7, 0.1)
+        return [Example(query_id=f"q{i}", query=f"Question {i}: write <b>bold</b> code", model=model,
+                        model_answer=f"Answer {i} of {model} <img src=x onerror=\"window.__pwned=1\">",
+                        baseline=BASELINE, baseline_answer=f"Baseline answer {i}", p_model_wins=ps[i % 5],
+                        topic=TOPICS[i % 3].name) for i in range(limit)]
+
+    def contradictions(self, criteria: Criteria) -> list[str]:
+        norm = lambda s: " ".join(s.lower().split())
+        avoid = {norm(a): a for a in criteria.avoid}
+        return [f"You both like and avoid: {like}" for like in criteria.likes if norm(like) in avoid]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_in_thread(app, port: int | None = None) -> Iterator[str]:
+    """Run ``app`` under a real uvicorn server on localhost; yields its base URL."""
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

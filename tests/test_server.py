@@ -1,0 +1,203 @@
+"""The HTTP API against a real uvicorn server (fake engine with known answers, see server_fake)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import threading
+
+import httpx
+import pytest
+
+from server_fake import MODELS, FakeService, serve_in_thread
+from usl.server.app import ServerConfig, create_app
+
+CFG = ServerConfig(benchmark="tiny", judges=("length", "random"))
+
+
+@pytest.fixture(scope="module")
+def served():
+    svc = FakeService(delay_s=0.2)
+    with serve_in_thread(create_app(svc, CFG)) as url:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            yield svc, client
+
+
+def events(text: str) -> list[tuple[str, dict]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.split("\n"))
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+def test_meta_endpoints(served):
+    _, c = served
+    assert c.get("/api/health").json() == {"status": "ok", "benchmarks": 1}
+    assert c.get("/api/benchmarks").json() == ["tiny"]
+    cfg = c.get("/api/config").json()
+    assert cfg["judge"] == "length" and cfg["judges"] == ["length", "random"]
+    assert cfg["limits"]["max_criteria"] == 10 and cfg["limits"]["max_criterion_chars"] == 300
+    topics = c.get("/api/topics", params={"benchmark": "tiny"}).json()
+    assert [t["id"] for t in topics] == ["coding", "writing", "math"]
+    assert topics[0] == {"id": "coding", "name": "Coding & debugging", "n_queries": 40, "keywords": ["python", "sql"]}
+    r = c.get("/api/topics", params={"benchmark": "nope"})
+    assert r.status_code == 404 and "nope" in r.json()["detail"]
+
+
+def test_openapi_documents_the_spec_and_its_limits(served):
+    _, c = served
+    doc = c.get("/openapi.json").json()
+    for path in ("/api/leaderboard", "/api/leaderboard/stream", "/api/examples", "/api/export.csv",
+                 "/api/export.json", "/api/topics", "/api/benchmarks", "/api/health"):
+        assert path in doc["paths"], path
+    spec = doc["components"]["schemas"]["SpecIn"]["properties"]
+    assert spec["likes"]["maxItems"] == 10 and spec["likes"]["items"]["maxLength"] == 300
+    assert spec["use_case"]["maxLength"] == 500
+    assert "LeaderboardResponse" in doc["components"]["schemas"]
+
+
+def test_default_leaderboard(served):
+    _, c = served
+    body = c.post("/api/leaderboard", json={}).json()
+    rows = body["leaderboard"]["rows"]
+    assert [r["model"] for r in rows] == list(MODELS)
+    assert rows[0]["win_rate"] == 80.0 and rows[0]["ci"] == [76.0, 84.0]
+    assert body["is_default"] is True
+    assert body["leaderboard"]["spec"]["judge"] == "length"            # the server's default judge
+    assert body["comparison"]["kendall_tau"] == 1.0
+    p0 = body["comparison"]["placements"][0]
+    assert p0 == {"model": "alpha-7b", "position": 1, "rank_low": 1, "rank_high": 1, "default_position": 1,
+                  "default_rank_low": 1, "default_rank_high": 1, "default_win_rate": 80.0}
+
+
+def test_custom_criteria_change_the_ranking_and_warn_on_contradictions(served):
+    _, c = served
+    spec = {"likes": ["Short answers", "  "], "avoid": ["short   answers"], "topics": ["coding"]}
+    body = c.post("/api/leaderboard", json=spec).json()
+    rows = body["leaderboard"]["rows"]
+    assert [r["model"] for r in rows] == list(MODELS[::-1])
+    assert rows[0]["win_rate"] == 75.0                                 # topic shift
+    assert list(rows[0]["topics"]) == ["Coding & debugging"]
+    assert body["is_default"] is False
+    assert body["comparison"]["kendall_tau"] == -1.0
+    assert body["warnings"] == ["You both like and avoid: Short answers"]
+    assert body["leaderboard"]["spec"]["criteria"] == {"likes": ["Short answers"], "avoid": ["short answers"]}
+    assert "likes=Short+answers" in body["query"] and "topics=coding" in body["query"]
+    # GET with the same spec as query parameters gives the same board
+    got = c.get("/api/leaderboard", params=[("likes", "Short answers"), ("avoid", "short answers"),
+                                            ("topics", "coding")]).json()
+    assert got["leaderboard"]["rows"] == rows
+
+
+def test_topic_names_are_accepted_as_ids(served):
+    _, c = served
+    body = c.post("/api/leaderboard", json={"topics": ["Math"]}).json()
+    assert body["leaderboard"]["spec"]["topics"] == ["math"]
+
+
+@pytest.mark.parametrize("spec, status, match", [
+    ({"likes": [f"c{i}" for i in range(11)]}, 422, r"likes: List should have at most 10 items"),
+    ({"avoid": ["x" * 301]}, 422, r"avoid\.0: String should have at most 300 characters"),
+    ({"use_case": "u" * 501}, 422, r"use_case: String should have at most 500 characters"),
+    ({"topics": ["coding", "astrology"]}, 422, r"unknown topic 'astrology'"),
+    ({"judge": "crm:/etc/passwd"}, 422, r"judge 'crm:/etc/passwd' is not served here; choose one of: length, random"),
+    ({"benchmark": "nope"}, 422, r"unknown benchmark 'nope'; known: tiny"),
+    ({"baseline": "nobody"}, 422, r"unknown baseline 'nobody'"),
+    ({"likes": "not a list"}, 422, r"likes: Input should be a valid list"),
+    ({"colour": "red"}, 422, r"colour: Extra inputs are not permitted"),
+])
+def test_bad_specs_are_rejected_with_a_message(served, spec, status, match):
+    import re
+
+    _, c = served
+    r = c.post("/api/leaderboard", json=spec)
+    assert r.status_code == status
+    assert re.search(match, r.json()["detail"]), r.json()["detail"]
+
+
+def test_query_parameter_limits_match_the_body_limits(served):
+    _, c = served
+    r = c.get("/api/leaderboard/stream", params=[("likes", f"c{i}") for i in range(11)])
+    assert r.status_code == 422 and "at most 10 items" in r.json()["detail"]
+    r = c.get("/api/export.csv", params={"topics": "astrology"})
+    assert r.status_code == 422 and "astrology" in r.json()["detail"]
+
+
+def test_stream_sends_progress_then_the_result(served):
+    svc, c = served
+    params = [("likes", "Cites sources"), ("topics", "writing")]
+    r = c.get("/api/leaderboard/stream", params=params)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    evs = events(r.text)
+    kinds = [k for k, _ in evs]
+    assert kinds[-1] == "result" and set(kinds[:-1]) == {"progress"} and len(kinds) >= 3
+    totals = [d["total"] for k, d in evs if k == "progress" and d["total"]]
+    assert totals and evs[-2][1]["done"] <= totals[-1]
+    result = evs[-1][1]
+    assert [row["model"] for row in result["leaderboard"]["rows"]] == list(MODELS[::-1])
+    assert result["elapsed_s"] >= 0.2                                       # the fake's delay
+
+
+def test_stream_reports_engine_errors_as_an_error_event(served):
+    _, c = served
+    r = c.get("/api/leaderboard/stream", params={"baseline": "nobody", "likes": "x"})
+    kind, data = events(r.text)[-1]
+    assert kind == "error" and "unknown baseline 'nobody'" in data["message"]
+
+
+def test_identical_requests_share_one_job(served):
+    svc, c = served
+    params = [("likes", "Shared job test"), ("topics", "math")]
+    before = len(svc.rank_calls)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(c.get("/api/leaderboard", params=params)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.status_code for r in results] == [200, 200, 200]
+    c.get("/api/export.csv", params=params)
+    ours = [s for s in svc.rank_calls[before:] if s.criteria.likes == ("Shared job test",)]
+    assert len(ours) == 1
+
+
+def test_examples_with_verdicts(served):
+    _, c = served
+    body = c.get("/api/examples", params={"model": "charlie-70b", "limit": 3, "likes": "Brevity"}).json()
+    assert body["model"] == "charlie-70b" and body["criteria"] == ["Brevity"]
+    assert [e["verdict"] for e in body["examples"]] == ["model", "baseline", "tie"]
+    assert body["examples"][0]["baseline"] == "gpt4-baseline"
+    r = c.get("/api/examples", params={"model": "zulu"})
+    assert r.status_code == 422 and "unknown model 'zulu'" in r.json()["detail"]
+    assert c.get("/api/examples", params={"model": "charlie-70b", "limit": 99}).status_code == 422
+
+
+def test_export_csv_and_json(served):
+    _, c = served
+    params = [("likes", "Export me"), ("topics", "coding"), ("topics", "math")]
+    r = c.get("/api/export.csv", params=params)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert "attachment" in r.headers["content-disposition"]
+    table = list(csv.DictReader(io.StringIO(r.text)))
+    assert [row["model"] for row in table] == list(MODELS[::-1])
+    assert table[0]["rank"] == "1" and table[0]["win_rate"] == "75.00" and table[0]["ci_low"] == "71.00"
+    assert table[0]["default_position"] == "6"                           # foxtrot was last by default
+    assert table[0]["topic:Coding & debugging"] == "72.00" and table[0]["topic:Math"] == "75.00"
+    j = c.get("/api/export.json", params=params)
+    assert "attachment" in j.headers["content-disposition"]
+    assert [row["model"] for row in j.json()["leaderboard"]["rows"]] == list(MODELS[::-1])
+
+
+def test_page_and_security_headers(served):
+    _, c = served
+    page = c.get("/")
+    assert page.status_code == 200 and "<table id=\"leaderboard\"" in page.text
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert page.headers["x-content-type-options"] == "nosniff"
+    js = c.get("/static/app.js")
+    assert js.status_code == 200 and "innerHTML" not in js.text.replace("never innerHTML", "")
+    assert c.get("/static/style.css").status_code == 200
