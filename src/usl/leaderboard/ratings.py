@@ -1,9 +1,14 @@
 """Bradley–Terry ratings over all models, from the same per-query scores the win rates use.
 
 Every model is judged only against the baseline, so head-to-head outcomes between two models are
-derived per query: on query q, model i beats model j when ``S[i, q] > S[j, q]`` (a tie when equal),
-using only queries both answered. The baseline joins as one more player whose result against
-model i on query q is ``1 - S[i, q]``. The strengths are fitted by Hunter's (2004) MM algorithm
+derived per query, as if their two matches against the baseline were independent: on query q,
+model i "beats" model j with weight ``S[i, q] * (1 - S[j, q])`` (i won its match, j lost its own)
+and loses with weight ``S[j, q] * (1 - S[i, q])``; when both won or both lost, the query says
+nothing about their order. With hard 0/1 scores this is "decisive queries only", and the odds it
+implies equal the ratio of the two models' odds against the baseline, so the derived games agree
+with the direct ones instead of being pulled together by ties. Only queries both answered count.
+The baseline joins as one more player whose result against model i on query q is ``1 - S[i, q]``.
+The strengths are fitted by Hunter's (2004) MM algorithm
 (the textbook fixed point ``p_i = W_i / sum_j N_ij / (p_i + p_j)``) and reported on the Elo scale,
 ``400 * log10(p_i / p_baseline) + 1000``, so the baseline sits at 1000.
 """
@@ -14,19 +19,17 @@ import numpy as np
 
 
 def pairwise_wins(scores: np.ndarray) -> np.ndarray:
-    """(M+1, M+1) matrix ``W[i, j]`` = wins of i over j (ties half); the last player is the baseline."""
+    """(M+1, M+1) matrix ``W[i, j]`` = (expected) wins of i over j; the last player is the baseline."""
     s = np.asarray(scores, dtype=np.float64)
     m = s.shape[0]
     answered = ~np.isnan(s)
-    x = np.where(answered, s, 0.0)
-    both = answered[:, None, :] & answered[None, :, :]
-    gt = (x[:, None, :] > x[None, :, :]) & both
-    eq = (x[:, None, :] == x[None, :, :]) & both
+    won = np.where(answered, s, 0.0)
+    lost = np.where(answered, 1.0 - s, 0.0)
     w = np.zeros((m + 1, m + 1))
-    w[:m, :m] = gt.sum(axis=2) + 0.5 * eq.sum(axis=2)
+    w[:m, :m] = won @ lost.T          # sums over queries both answered (a missing one is 0 in both)
     np.fill_diagonal(w, 0.0)
-    w[:m, m] = x.sum(axis=1)                                   # model vs baseline: its score
-    w[m, :m] = np.where(answered, 1.0 - x, 0.0).sum(axis=1)    # baseline vs model
+    w[:m, m] = won.sum(axis=1)        # model vs baseline: its score
+    w[m, :m] = lost.sum(axis=1)       # baseline vs model
     return w
 
 

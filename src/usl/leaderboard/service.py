@@ -9,13 +9,50 @@ CONTRACT (owned by the leaderboard engine; the server codes against these signat
     svc.compare(a: LeaderboardSpec, b: LeaderboardSpec) -> Comparison
     svc.examples(spec, model, limit=5) -> list[Example]
     svc.contradictions(criteria) -> list[str]      # human-readable warnings
+
+A service instance keeps each benchmark (queries, answers, fingerprints) and each loaded judge
+in memory, and the last few score matrices, so repeated leaderboards skip the store entirely.
+
+Choices where the issue was silent:
+
+- Win rates average the judges' probabilities (soft scores), not thresholded decisions; a judge
+  that only gives hard verdicts (LLM, length) produces the classic counted win rate.
+- Per-criterion contribution: the combined board's win rates are fitted as a non-negative
+  combination of the single-criterion boards (NNLS); a criterion's contribution is its share of
+  the weights (shares sum to 1).
+- Row ``topics`` holds every stored topic that has a selected query; topics are only computed
+  (``ensure_topics``) when the spec selects by topic.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import subprocess
+from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
-from usl.leaderboard.types import Leaderboard
+import numpy as np
+from scipy.optimize import nnls
+
+import usl
+from usl.judges.base import Judge
+from usl.judges.registry import load_judge
+from usl.leaderboard import stats
+from usl.leaderboard.answers import Answers
+from usl.leaderboard.contradictions import find_contradictions
+from usl.leaderboard.jobs import JobConfig, ScoringJob, score
+from usl.leaderboard.judgments import JudgmentCache
+from usl.leaderboard.length_control import length_controlled, mentions_length
+from usl.leaderboard.ratings import elo_ratings
+from usl.leaderboard.types import Leaderboard, LeaderboardSpec, Row
+from usl.store.db import Store
+from usl.types import Criteria
+
+log = logging.getLogger(__name__)
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -37,3 +74,256 @@ class Example:
     baseline_answer: str
     p_model_wins: float          # averaged over both orders
     topic: str = ""
+
+
+@dataclass(frozen=True)
+class _Selection:
+    query_ids: tuple[str, ...]
+    topic_columns: dict[str, list[int]]      # topic name -> column indices into query_ids
+    topic_map: dict[str, str]                # query id -> first topic name (for examples)
+
+
+class LeaderboardService:
+    def __init__(self, store: Store, home: str | Path | None = None, job_config: JobConfig = JobConfig(),
+                 memo_size: int = 32):
+        self.store, self.home = store, home
+        self.cache = JudgmentCache(store)
+        self.job_config = job_config
+        self._answers: dict[str, Answers] = {}
+        self._judges: dict[str, Judge] = {}
+        self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._memo_size = memo_size
+        self._embedder = None
+
+    # ---- data -------------------------------------------------------------------------------
+    def benchmarks(self) -> list[str]:
+        from usl.store.benchmarks import list_benchmarks
+
+        return list_benchmarks(self.store)
+
+    def topics(self, benchmark: str):
+        from usl.data.topics import load_topics
+
+        return load_topics(self.store, benchmark)
+
+    def answers(self, benchmark: str) -> Answers:
+        if benchmark not in self._answers:
+            from usl.store.benchmarks import load_benchmark, load_responses
+
+            self._answers[benchmark] = Answers(load_benchmark(self.store, benchmark),
+                                               load_responses(self.store, benchmark))
+        return self._answers[benchmark]
+
+    def judge(self, spec: str) -> Judge:
+        if spec not in self._judges:
+            self._judges[spec] = load_judge(spec)
+        return self._judges[spec]
+
+    # ---- leaderboards -----------------------------------------------------------------------
+    def rank(self, spec: LeaderboardSpec, progress: Progress | None = None) -> Leaderboard:
+        data = self.answers(spec.benchmark)
+        judge = self.judge(spec.judge)
+        baseline = self._baseline(spec, data)
+        models = [m for m in data.benchmark.models if m != baseline]
+        sel = self._select(spec, data)
+        s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, progress)
+        summ = stats.summarize(s, spec.n_bootstrap, spec.seed)
+        topic_wr = stats.topic_win_rates(s, sel.topic_columns)
+        qids = list(sel.query_ids)
+        lengths = data.lengths(models, qids)
+        answered = ~np.isnan(s)
+        with np.errstate(invalid="ignore"):
+            avg_len = np.where(answered, lengths, 0).sum(1) / answered.sum(1)
+        length_word = mentions_length(spec.criteria)
+        lc = None if length_word else length_controlled(s, lengths, data.lengths([baseline], qids)[0])
+        elo = elo_ratings(s)
+        warnings = list(find_contradictions(spec.criteria))
+        rows = []
+        for i, m in enumerate(models):
+            if summ.n[i] == 0:
+                warnings.append(f"{m}: no answered query in the selection; left out")
+                continue
+            rows.append(Row(model=m, rank=int(summ.rank[i]), win_rate=_r(summ.win_rate[i]),
+                            ci=(_r(summ.ci[i, 0]), _r(summ.ci[i, 1])), n=int(summ.n[i]),
+                            n_missing=len(qids) - int(summ.n[i]),
+                            topics={t: _r(v[i]) for t, v in topic_wr.items() if np.isfinite(v[i])},
+                            avg_length=_r(avg_len[i]), lc_win_rate=None if lc is None else _r(lc[i]),
+                            rating=_r(elo[i])))
+        rows.sort(key=lambda r: (r.rank, -r.win_rate, r.model))
+        breakdown, contribution = self._per_criterion(spec, data, judge, baseline, models, sel, s, progress)
+        meta = self._spec_json(spec, data, judge, baseline, sel, length_word)
+        return Leaderboard(spec=meta, rows=tuple(rows), criteria_breakdown=breakdown,
+                           warnings=tuple(warnings), criteria_contribution=contribution)
+
+    def compare(self, a: LeaderboardSpec, b: LeaderboardSpec) -> Comparison:
+        la, lb = self.rank(a), self.rank(b)
+        wa = {r.model: r.win_rate for r in la.rows}
+        wb = {r.model: r.win_rate for r in lb.rows}
+        warnings = [f"A: {w}" for w in self.contradictions(a.criteria)]
+        warnings += [f"B: {w}" for w in self.contradictions(b.criteria)]
+        return Comparison(la, lb, stats.kendall_tau(wa, wb), stats.spearman_rho(wa, wb), tuple(warnings))
+
+    def examples(self, spec: LeaderboardSpec, model: str, limit: int = 5) -> list[Example]:
+        """The clearest wins and losses of ``model`` against the baseline, alternating."""
+        data = self.answers(spec.benchmark)
+        judge = self.judge(spec.judge)
+        baseline = self._baseline(spec, data)
+        models = [m for m in data.benchmark.models if m != baseline]
+        if model not in models:
+            raise ValueError(f"unknown model {model!r} in benchmark {spec.benchmark!r}")
+        sel = self._select(spec, data)
+        s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
+        row = s[models.index(model)]
+        cols = np.flatnonzero(~np.isnan(row))
+        wins = [j for j in cols[np.argsort(-row[cols], kind="stable")] if row[j] > 0.5]
+        losses = [j for j in cols[np.argsort(row[cols], kind="stable")] if row[j] < 0.5]
+        order = [j for pair in zip(wins, losses) for j in pair]
+        rest = wins[len(losses):] + losses[len(wins):]
+        out = []
+        for j in (order + rest)[:limit]:
+            qid = sel.query_ids[j]
+            out.append(Example(qid, data.query_text[qid], model, data.responses[(qid, model)], baseline,
+                               data.responses[(qid, baseline)], float(row[j]), sel.topic_map.get(qid, "")))
+        return out
+
+    def contradictions(self, criteria: Criteria, embeddings: bool = True) -> list[str]:
+        embedder = None
+        if embeddings and criteria.likes and criteria.avoid:
+            if self._embedder is None:
+                from usl import paths
+                from usl.data.embed import Embedder
+
+                self._embedder = Embedder(cache_dir=paths.cache_dir(self.home, "embeddings"))
+            embedder = self._embedder
+        return find_contradictions(criteria, embedder)
+
+    # ---- internals --------------------------------------------------------------------------
+    @staticmethod
+    def _baseline(spec: LeaderboardSpec, data: Answers) -> str:
+        baseline = spec.baseline or data.benchmark.baseline
+        if baseline not in data.benchmark.models:
+            raise ValueError(f"baseline {baseline!r} is not a model of benchmark {data.name!r}; "
+                             f"models: {', '.join(data.benchmark.models)}")
+        return baseline
+
+    def _score(self, data: Answers, judge: Judge, criteria: Criteria, baseline: str, models: list[str],
+               query_ids: tuple[str, ...], progress: Progress | None) -> np.ndarray:
+        key = (judge.identity, criteria.key(), data.name, data.benchmark.version, baseline, tuple(models),
+               query_ids)
+        if key in self._memo:
+            self._memo.move_to_end(key)
+            return self._memo[key]
+        job = ScoringJob(criteria.canonical(), baseline, tuple(models), query_ids)
+        s = score(data, judge, job, self.cache, self.job_config, progress)
+        s.setflags(write=False)
+        self._memo[key] = s
+        while len(self._memo) > self._memo_size:
+            self._memo.popitem(last=False)
+        return s
+
+    def _select(self, spec: LeaderboardSpec, data: Answers) -> _Selection:
+        if spec.topics and spec.use_case:
+            raise ValueError("select queries by topics or by use case, not both")
+        all_ids = [q.id for q in data.benchmark.queries]
+        topics = self._stored_topics(data.name, compute=bool(spec.topics))
+        if spec.topics:
+            chosen = _match_topics(spec.topics, topics)
+            wanted = {q for t in chosen for q in t.query_ids}
+            query_ids = tuple(q for q in all_ids if q in wanted)
+            topics = chosen
+        elif spec.use_case.strip():
+            from usl.data.topics import select_by_use_case
+
+            wanted = set(select_by_use_case(self.store, data.name, spec.use_case))
+            query_ids = tuple(q for q in all_ids if q in wanted)
+        else:
+            query_ids = tuple(all_ids)
+        if not query_ids:
+            raise ValueError("the selection holds no query")
+        pos = {q: i for i, q in enumerate(query_ids)}
+        columns, topic_map = {}, {}
+        for t in topics:
+            cols = sorted(pos[q] for q in t.query_ids if q in pos)
+            if cols:
+                columns[t.name] = cols
+                for q in t.query_ids:
+                    topic_map.setdefault(q, t.name)
+        return _Selection(query_ids, columns, topic_map)
+
+    def _stored_topics(self, benchmark: str, compute: bool) -> list:
+        try:
+            from usl.data import topics as topics_mod
+        except ImportError:  # pragma: no cover - topics module not installed
+            if compute:
+                raise ValueError("topics are not available in this installation")
+            return []
+        if compute:
+            return list(topics_mod.ensure_topics(self.store, benchmark))
+        return list(topics_mod.load_topics(self.store, benchmark))
+
+    def _per_criterion(self, spec, data, judge, baseline, models, sel, combined, progress):
+        parts = [(c, Criteria((c,))) for c in spec.criteria.canonical().likes]
+        parts += [(f"Avoid: {c}", Criteria((), (c,))) for c in spec.criteria.canonical().avoid]
+        if not spec.per_criterion or len(parts) < 2:
+            return {}, {}
+        breakdown, columns = {}, []
+        for label, crit in parts:
+            wr, _ = stats.win_rates(self._score(data, judge, crit, baseline, models, sel.query_ids, progress))
+            breakdown[label] = {m: _r(v) for m, v in zip(models, wr) if np.isfinite(v)}
+            columns.append(wr)
+        target, _ = stats.win_rates(combined)
+        x = np.stack(columns, axis=1)
+        ok = np.isfinite(target) & np.isfinite(x).all(axis=1)
+        weights = nnls(x[ok], target[ok])[0] if ok.sum() >= 2 else np.zeros(len(parts))
+        total = weights.sum()
+        shares = weights / total if total > 0 else np.full(len(parts), 1.0 / len(parts))
+        return breakdown, {label: _r(w, 3) for (label, _), w in zip(parts, shares)}
+
+    def _spec_json(self, spec, data, judge, baseline, sel, length_word) -> dict:
+        meta = spec.to_json()
+        meta.update({
+            "baseline": baseline,
+            "benchmark_version": data.benchmark.version,
+            "judge_identity": judge.identity,
+            "n_queries": len(sel.query_ids),
+            "topic_names": sorted(sel.topic_columns),
+            "length_control": (f"off: the criteria are about length ({length_word!r})" if length_word
+                               else "on"),
+            "win_rate": "percent of the baseline's matches won, ties half, probabilities averaged "
+                        "over both answer orders; micro average over answered queries",
+            "rank": "1 + number of models whose 95% CI lower bound exceeds this model's upper bound",
+            "usl_version": usl.__version__,
+            "git_commit": git_commit(),
+        })
+        return meta
+
+
+def _match_topics(requested: tuple[str, ...], topics: list) -> list:
+    by_key = {}
+    for t in topics:
+        by_key[str(t.id).lower()] = t
+        by_key[t.name.lower()] = t
+    chosen, unknown = [], []
+    for r in requested:
+        t = by_key.get(r.strip().lower())
+        (chosen.append(t) if t is not None else unknown.append(r))
+    if unknown:
+        known = ", ".join(f"{t.id} ({t.name})" for t in topics) or "none"
+        raise ValueError(f"unknown topic(s) {unknown}; known: {known}")
+    return list({id(t): t for t in chosen}.values())
+
+
+def _r(x: float, digits: int = 2) -> float:
+    return round(float(x), digits)
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """HEAD of the checkout this package runs from, if it is one."""
+    root = Path(__file__).resolve().parents[3]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

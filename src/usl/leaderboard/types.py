@@ -47,7 +47,10 @@ class Leaderboard:
     rows: tuple[Row, ...]
     criteria_breakdown: dict[str, dict[str, float]] = field(default_factory=dict)  # criterion -> model -> win rate
     warnings: tuple[str, ...] = ()
+    # criterion -> share of the combined board it explains (non-negative weights summing to 1)
+    criteria_contribution: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"spec": self.spec, "rows": [asdict(r) | {"ci": list(r.ci)} for r in self.rows],
-                "criteria_breakdown": self.criteria_breakdown, "warnings": list(self.warnings)}
+                "criteria_breakdown": self.criteria_breakdown,
+                "criteria_contribution": self.criteria_contribution, "warnings": list(self.warnings)}
