@@ -1,9 +1,211 @@
-"""Top-level `usl` command(s) of this module."""
+"""`usl rank` (one personal leaderboard) and `usl compare` (two criteria sets side by side)."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import sys
+from typing import Callable, List, Optional
+
 import typer
+
+from usl.cli.common import user_errors
+
+FORMATS = ("table", "json", "csv", "md")
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("rank", help="Rank the benchmark's models by your criteria (win rate vs the baseline).")(rank)
+    app.command("compare", help="Rank by two criteria sets and report how much the order changes "
+                                "(Kendall's tau).")(compare)
+
+
+def rank(ctx: typer.Context,
+         criteria: Optional[List[str]] = typer.Option(None, "--criteria", "-c",
+                                                      help="A quality you like (repeatable). Default: a general "
+                                                           "'helpful, accurate, well written'."),
+         avoid: Optional[List[str]] = typer.Option(None, "--avoid", "-a", help="Something to avoid (repeatable)."),
+         topics: str = typer.Option("", "--topics", help="Comma-separated topic ids or names to restrict to."),
+         use_case: str = typer.Option("", "--use-case", help="Free text; ranks on the queries matching it."),
+         judge: str = typer.Option("default", "--judge", help="Judge spec: default, crm:PATH, llm:MODEL[,base_url=..],"
+                                                               " length, random[:SEED]."),
+         baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model (default: the benchmark's)."),
+         benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark name in the store."),
+         fmt: str = typer.Option("table", "--format", "-f", help="table | json | csv | md"),
+         n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples of the queries for CIs."),
+         seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+         per_criterion: bool = typer.Option(True, "--per-criterion/--no-per-criterion",
+                                            help="Also judge each criterion alone (breakdown)."),
+         reference: Optional[str] = typer.Option(None, "--reference",
+                                                 help="Also report rank correlation with a published board: "
+                                                      "alpaca_eval_2 | alpaca_eval_2_raw | alpaca_eval_1."),
+         ) -> None:
+    with user_errors():
+        if fmt not in FORMATS:
+            raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        spec = _spec(criteria, avoid, topics, use_case, judge, baseline, benchmark, n_bootstrap, seed, per_criterion)
+        svc = _service(ctx)
+        with _progress() as progress:
+            board = svc.rank(spec, progress=progress)
+        out = board.to_json()
+        if reference:
+            out["reference"] = _reference(board, reference)
+        _emit_warnings(board.warnings)
+        if fmt == "json":
+            typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        else:
+            typer.echo(render(board, fmt))
+            if fmt == "table" and board.criteria_breakdown:
+                typer.echo(_breakdown_table(board))
+            if reference:
+                r = out["reference"]
+                typer.echo(f"\nvs published {r['name']} ({r['n_models']} common models): "
+                           f"Spearman rho = {r['spearman_rho']:.3f}, Kendall tau = {r['kendall_tau']:.3f}")
+
+
+def compare(ctx: typer.Context,
+            a_criteria: Optional[List[str]] = typer.Option(None, "--a-criteria", help="Set A: a liked quality (repeatable)."),
+            a_avoid: Optional[List[str]] = typer.Option(None, "--a-avoid", help="Set A: something to avoid (repeatable)."),
+            b_criteria: Optional[List[str]] = typer.Option(None, "--b-criteria", help="Set B: a liked quality (repeatable)."),
+            b_avoid: Optional[List[str]] = typer.Option(None, "--b-avoid", help="Set B: something to avoid (repeatable)."),
+            topics: str = typer.Option("", "--topics", help="Comma-separated topic ids or names to restrict to."),
+            use_case: str = typer.Option("", "--use-case", help="Free text; ranks on the queries matching it."),
+            judge: str = typer.Option("default", "--judge", help="Judge spec (as for `usl rank`)."),
+            baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model."),
+            benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark name in the store."),
+            n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for CIs."),
+            seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+            as_json: bool = typer.Option(False, "--json", help="Print JSON: {a, b, kendall_tau, spearman_rho, warnings}."),
+            ) -> None:
+    with user_errors():
+        if not (a_criteria or a_avoid) or not (b_criteria or b_avoid):
+            raise ValueError("give both sets: --a-criteria/--a-avoid and --b-criteria/--b-avoid")
+        common = dict(topics=topics, use_case=use_case, judge=judge, baseline=baseline, benchmark=benchmark,
+                      n_bootstrap=n_bootstrap, seed=seed, per_criterion=False)
+        sa = _spec(a_criteria, a_avoid, **common)
+        sb = _spec(b_criteria, b_avoid, **common)
+        svc = _service(ctx)
+        with _progress() as progress:
+            svc.rank(sa, progress=progress)
+            svc.rank(sb, progress=progress)
+        cmp = svc.compare(sa, sb)
+        _emit_warnings(cmp.warnings)
+        if as_json:
+            typer.echo(json.dumps({"a": cmp.a.to_json(), "b": cmp.b.to_json(), "kendall_tau": cmp.kendall_tau,
+                                   "spearman_rho": cmp.spearman_rho, "warnings": list(cmp.warnings)},
+                                  indent=2, ensure_ascii=False))
+            return
+        typer.echo("A: " + "; ".join(sa.criteria.as_list()))
+        typer.echo(render(cmp.a, "table"))
+        typer.echo("\nB: " + "; ".join(sb.criteria.as_list()))
+        typer.echo(render(cmp.b, "table"))
+        typer.echo(f"\nKendall tau = {cmp.kendall_tau:.3f}   Spearman rho = {cmp.spearman_rho:.3f}")
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=None, benchmark="alpaca_eval",
+          n_bootstrap=1000, seed=0, per_criterion=True):
+    from usl.leaderboard.types import LeaderboardSpec
+    from usl.types import Criteria
+
+    kw = {}
+    if criteria or avoid:
+        kw["criteria"] = Criteria(tuple(criteria or ()), tuple(avoid or ()))
+    if topics and use_case:
+        raise ValueError("use --topics or --use-case, not both")
+    if n_bootstrap < 0:
+        raise ValueError("--n-bootstrap must be >= 0")
+    return LeaderboardSpec(benchmark=benchmark, topics=tuple(t.strip() for t in topics.split(",") if t.strip()),
+                           use_case=use_case, judge=judge, baseline=baseline, n_bootstrap=n_bootstrap, seed=seed,
+                           per_criterion=per_criterion, **kw)
+
+
+def _service(ctx: typer.Context):
+    from usl.leaderboard.service import LeaderboardService
+
+    state = ctx.obj
+    return LeaderboardService(state.store(), home=state.home)
+
+
+class _progress:
+    """A tqdm bar on stderr, opened on the first report of a job with work to do."""
+
+    def __enter__(self) -> Callable[[int, int], None]:
+        self.bar = None
+        return self.update
+
+    def update(self, done: int, total: int) -> None:
+        from tqdm import tqdm
+
+        if self.bar is None or self.bar.total != total or done < self.bar.n:
+            if self.bar is not None:
+                self.bar.close()
+            self.bar = tqdm(total=total, desc="judging", unit="judgment", file=sys.stderr, leave=False)
+        self.bar.update(done - self.bar.n)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _emit_warnings(warnings) -> None:
+    for w in warnings:
+        typer.echo(f"warning: {w}", err=True)
+
+
+def _reference(board, name: str) -> dict:
+    from usl.leaderboard.reference import load_reference
+    from usl.leaderboard.stats import kendall_tau, paired, spearman_rho
+
+    ref = load_reference(name)
+    ours = {r.model: r.win_rate for r in board.rows}
+    common, _, _ = paired(ours, ref)
+    return {"name": name, "n_models": len(common), "spearman_rho": spearman_rho(ours, ref),
+            "kendall_tau": kendall_tau(ours, ref), "models": common}
+
+
+COLUMNS = ("rank", "model", "win_rate", "ci_low", "ci_high", "n", "n_missing", "lc_win_rate", "avg_length", "rating")
+
+
+def _records(board) -> list[list]:
+    return [[r.rank, r.model, r.win_rate, r.ci[0], r.ci[1], r.n, r.n_missing,
+             "" if r.lc_win_rate is None else r.lc_win_rate, r.avg_length, "" if r.rating is None else r.rating]
+            for r in board.rows]
+
+
+def render(board, fmt: str) -> str:
+    """The board as an aligned text table, CSV or a Markdown table."""
+    recs = _records(board)
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(COLUMNS)
+        w.writerows(recs)
+        return buf.getvalue().rstrip("\n")
+    head = ["#", "model", "win %", "95% CI", "n", "LC %", "words", "BT"]
+    body = [[str(r[0]), r[1], f"{r[2]:.1f}", f"{r[3]:.1f}-{r[4]:.1f}", str(r[5]) + (f" (-{r[6]})" if r[6] else ""),
+             f"{r[7]:.1f}" if r[7] != "" else "off", f"{r[8]:.0f}", f"{r[9]:.0f}" if r[9] != "" else ""]
+            for r in recs]
+    if fmt == "md":
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(lines)
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    fmt_row = lambda row: "  ".join(x.rjust(w) if i != 1 else x.ljust(w) for i, (x, w) in enumerate(zip(row, widths)))
+    return "\n".join([fmt_row(head), fmt_row(["-" * w for w in widths])] + [fmt_row(r) for r in body])
+
+
+def _breakdown_table(board) -> str:
+    crits = list(board.criteria_breakdown)
+    lines = ["", "Per criterion (win % judged on that criterion alone; share = contribution to the combined board):"]
+    for i, c in enumerate(crits):
+        share = board.criteria_contribution.get(c)
+        lines.append(f"  c{i + 1} [share {share:.2f}] {c}" if share is not None else f"  c{i + 1} {c}")
+    head = ["model"] + [f"c{i + 1}" for i in range(len(crits))]
+    body = [[r.model] + [f"{board.criteria_breakdown[c].get(r.model, float('nan')):.1f}" for c in crits]
+            for r in board.rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    for row in [head] + body:
+        lines.append("  " + "  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(row, widths))))
+    return "\n".join(lines)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import logging
 import subprocess
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,9 @@ class LeaderboardService:
         self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._memo_size = memo_size
         self._embedder = None
+        # The server calls one instance from several threads: guard the shared dictionaries (the
+        # store gives each thread its own connection; scoring itself runs outside the lock).
+        self._lock = threading.RLock()
 
     # ---- data -------------------------------------------------------------------------------
     def benchmarks(self) -> list[str]:
@@ -107,17 +111,19 @@ class LeaderboardService:
         return load_topics(self.store, benchmark)
 
     def answers(self, benchmark: str) -> Answers:
-        if benchmark not in self._answers:
-            from usl.store.benchmarks import load_benchmark, load_responses
+        with self._lock:
+            if benchmark not in self._answers:
+                from usl.store.benchmarks import load_benchmark, load_responses
 
-            self._answers[benchmark] = Answers(load_benchmark(self.store, benchmark),
-                                               load_responses(self.store, benchmark))
-        return self._answers[benchmark]
+                self._answers[benchmark] = Answers(load_benchmark(self.store, benchmark),
+                                                   load_responses(self.store, benchmark))
+            return self._answers[benchmark]
 
     def judge(self, spec: str) -> Judge:
-        if spec not in self._judges:
-            self._judges[spec] = load_judge(spec)
-        return self._judges[spec]
+        with self._lock:
+            if spec not in self._judges:
+                self._judges[spec] = load_judge(spec)
+            return self._judges[spec]
 
     # ---- leaderboards -----------------------------------------------------------------------
     def rank(self, spec: LeaderboardSpec, progress: Progress | None = None) -> Leaderboard:
@@ -189,12 +195,13 @@ class LeaderboardService:
     def contradictions(self, criteria: Criteria, embeddings: bool = True) -> list[str]:
         embedder = None
         if embeddings and criteria.likes and criteria.avoid:
-            if self._embedder is None:
-                from usl import paths
-                from usl.data.embed import Embedder
+            with self._lock:
+                if self._embedder is None:
+                    from usl import paths
+                    from usl.data.embed import Embedder
 
-                self._embedder = Embedder(cache_dir=paths.cache_dir(self.home, "embeddings"))
-            embedder = self._embedder
+                    self._embedder = Embedder(cache_dir=paths.cache_dir(self.home, "embeddings"))
+                embedder = self._embedder
         return find_contradictions(criteria, embedder)
 
     # ---- internals --------------------------------------------------------------------------
@@ -210,15 +217,17 @@ class LeaderboardService:
                query_ids: tuple[str, ...], progress: Progress | None) -> np.ndarray:
         key = (judge.identity, criteria.key(), data.name, data.benchmark.version, baseline, tuple(models),
                query_ids)
-        if key in self._memo:
-            self._memo.move_to_end(key)
-            return self._memo[key]
+        with self._lock:
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return self._memo[key]
         job = ScoringJob(criteria.canonical(), baseline, tuple(models), query_ids)
         s = score(data, judge, job, self.cache, self.job_config, progress)
         s.setflags(write=False)
-        self._memo[key] = s
-        while len(self._memo) > self._memo_size:
-            self._memo.popitem(last=False)
+        with self._lock:
+            self._memo[key] = s
+            while len(self._memo) > self._memo_size:
+                self._memo.popitem(last=False)
         return s
 
     def _select(self, spec: LeaderboardSpec, data: Answers) -> _Selection:

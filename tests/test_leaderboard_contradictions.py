@@ -1,0 +1,53 @@
+"""Contradiction warnings: tables of criteria sets that must and must not warn."""
+
+import numpy as np
+import pytest
+
+from usl.leaderboard.contradictions import find_contradictions, poles
+from usl.types import Criteria
+
+
+@pytest.mark.parametrize("likes,avoid,needle", [
+    (("Be concise", "Give detailed explanations"), (), "length"),
+    (("Use a formal tone", "Keep it casual"), (), "formality"),
+    (("Explain in simple terms", "Use technical jargon"), (), "technicality"),
+    (("Be brief",), ("short answers",), "length"),
+    (("Answer with bullet points",), ("lists",), "format"),
+    (("Cite sources",), ("cite  SOURCES",), "both liked and"),
+    (("Not too long", "Be thorough"), (), "length"),          # negation flips "long"
+])
+def test_warns(likes, avoid, needle):
+    out = find_contradictions(Criteria(likes, avoid))
+    assert out and needle in " ".join(out)
+
+
+@pytest.mark.parametrize("likes,avoid", [
+    (("Be concise", "Use a formal tone"), ()),
+    (("Be concise",), ("long rambling answers",)),
+    (("Not too long", "Be brief"), ()),
+    (("Give detailed explanations",), ("answers without detail",)),  # avoid(not detail) = avoid(short)
+    ((), ("short answers", "long answers")),                           # wants medium: not a contradiction
+    (("Be accurate",), ()),
+])
+def test_does_not_warn(likes, avoid):
+    assert find_contradictions(Criteria(likes, avoid)) == []
+
+
+def test_poles_negation():
+    assert [(p.axis, p.side) for p in poles("without jargon")] == [("technicality", 0)]
+    assert [(p.axis, p.side) for p in poles("less verbose")] == [("length", 0)]
+
+
+class FakeEncoder:
+    """Maps each text to a fixed vector: two near-duplicates and one unrelated."""
+
+    table = {"Mention prices": [1.0, 0.0], "Talk about costs": [0.95, 0.1], "Use emoji": [0.0, 1.0]}
+
+    def encode(self, texts):
+        return np.array([self.table[t] for t in texts])
+
+
+def test_embedding_similarity_between_like_and_avoid():
+    out = find_contradictions(Criteria(("Mention prices",), ("Talk about costs", "Use emoji")), FakeEncoder())
+    assert len(out) == 1 and "similar 'Talk about costs'" in out[0]
+    assert find_contradictions(Criteria(("Mention prices",), ("Use emoji",)), FakeEncoder()) == []
