@@ -128,14 +128,11 @@ def stats(
         as_json: bool = typer.Option(False, "--json", help="Print JSON (stable key order)."),
 ) -> None:
     """Queries, models, answers and missing answers of an imported benchmark."""
-    from usl.store.benchmarks import DEFAULT_BENCHMARK, benchmark_stats, list_benchmarks
+    from usl.store.benchmarks import benchmark_stats, resolve_name
 
     with user_errors():
         store = ctx.obj.store()
-        if name is None:
-            known = list_benchmarks(store)
-            name = known[0] if len(known) == 1 else DEFAULT_BENCHMARK
-        st = benchmark_stats(store, name)
+        st = benchmark_stats(store, resolve_name(store, name))
     if as_json:
         typer.echo(json.dumps(st, indent=2, ensure_ascii=False))
         return

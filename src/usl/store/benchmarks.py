@@ -105,6 +105,14 @@ def list_benchmarks(store: Store) -> list[str]:
     return [r[0] for r in store.con.execute("SELECT name FROM benchmarks ORDER BY name")]
 
 
+def resolve_name(store: Store, name: str | None) -> str:
+    """The benchmark a command means: the given name, else the only one stored, else ``alpaca_eval``."""
+    if name:
+        return name
+    known = list_benchmarks(store)
+    return known[0] if len(known) == 1 else DEFAULT_BENCHMARK
+
+
 def _require(store: Store, name: str) -> tuple[str, str, str, str]:
     row = store.con.execute("SELECT baseline, version, source, imported_at FROM benchmarks WHERE name=?",
                             (name,)).fetchone()
