@@ -107,6 +107,7 @@ def test_topic_names_are_accepted_as_ids(served):
     ({"baseline": "nobody"}, 422, r"unknown baseline 'nobody'"),
     ({"likes": "not a list"}, 422, r"likes: Input should be a valid list"),
     ({"colour": "red"}, 422, r"colour: Extra inputs are not permitted"),
+    ({"topics": ["math"], "use_case": "homework"}, 422, r"choose topics or describe your use case, not both"),
 ])
 def test_bad_specs_are_rejected_with_a_message(served, spec, status, match):
     import re

@@ -1,9 +1,95 @@
-"""Top-level `usl` command(s) of this module."""
+"""`usl serve`: the web page and its JSON API.
+
+On a fresh data directory the default benchmark is imported first (from ``../shared/data`` when it
+is there, else downloaded from AlpacaEval's GitHub) and its topics are built, with progress on the
+terminal, so that ``usl serve`` alone gives a working leaderboard.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
+from typing import List, Optional
+
 import typer
+
+from usl import paths
+from usl.cli.common import user_errors
+from usl.types import DataError
+
+log = logging.getLogger(__name__)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    @app.command("serve")
+    def serve(ctx: typer.Context,
+              host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+              port: int = typer.Option(8000, "--port", help="TCP port."),
+              benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark shown by default."),
+              judge: Optional[List[str]] = typer.Option(
+                  None, "--judge", help="Judge the page may use; repeat to allow several, the first is the "
+                                        "default. Default: default."),
+              workers: int = typer.Option(2, "--workers", help="Threads that rank leaderboards."),
+              no_import: bool = typer.Option(False, "--no-import", help="Do not import the default benchmark "
+                                                                         "or build topics on first start.")) -> None:
+        """Serve the leaderboard page and API (open the printed URL)."""
+        import uvicorn
+
+        from usl.leaderboard.service import LeaderboardService
+        from usl.server.app import ServerConfig, create_app
+
+        with user_errors():
+            store = ctx.obj.store()
+            if not no_import:
+                ensure_benchmark(store, benchmark, ctx.obj.home)
+            service = LeaderboardService(store, home=ctx.obj.home)
+            config = ServerConfig(benchmark=benchmark, judges=tuple(judge or ("default",)), workers=workers)
+            web = create_app(service, config)
+        shown = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::") else host
+        typer.echo(f"usl: serving {benchmark!r} (judge {config.judges[0]}) at http://{shown}:{port}/  "
+                   f"(API: http://{shown}:{port}/docs)", err=False)
+        uvicorn.run(web, host=host, port=port, log_level="warning", access_log=False)
+
+
+def ensure_benchmark(store, benchmark: str, home: str | None) -> None:
+    """Import the default benchmark if the store lacks it, then make sure its topics exist."""
+    from usl.store.benchmarks import DEFAULT_BENCHMARK, list_benchmarks
+
+    if benchmark not in list_benchmarks(store):
+        if benchmark != DEFAULT_BENCHMARK:
+            raise DataError(f"benchmark {benchmark!r} is not in the store ({paths.db_path(home)}); "
+                            f"import it with `usl data import ...` first")
+        _import_default(store, home)
+    _ensure_topics(store, benchmark, home)
+
+
+def _import_default(store, home: str | None) -> None:
+    from usl.data import alpaca_eval as ae
+    from usl.store.benchmarks import save_benchmark
+
+    started = time.perf_counter()
+    shared = paths.shared_data()
+    if shared is not None and (shared / "alpaca_eval").is_dir():
+        source = str(shared / "alpaca_eval")
+    else:
+        typer.echo(f"usl: no local copy of AlpacaEval; downloading from {ae.DEFAULT_GITHUB}")
+        source = str(ae.fetch(ae.DEFAULT_GITHUB, paths.cache_dir(home, "downloads", "alpaca_eval"), progress=True))
+    typer.echo(f"usl: first start: importing AlpacaEval from {source}")
+    imp = ae.load_alpaca_eval(source, split="board", progress=True)
+    b = save_benchmark(store, imp.benchmark, imp.responses, imp.source)
+    typer.echo(f"usl: imported {b.name!r}: {len(b.queries)} queries, {len(b.models)} models "
+               f"in {time.perf_counter() - started:.1f}s")
+
+
+def _ensure_topics(store, benchmark: str, home: str | None) -> None:
+    try:
+        from usl.data import topics
+    except ImportError:  # topics are optional for serving: the board works without the columns
+        log.warning("topics are not available in this installation; serving without topic columns")
+        return
+    if topics.load_topics(store, benchmark):
+        return
+    typer.echo(f"usl: building topics for {benchmark!r} (once)")
+    started = time.perf_counter()
+    found = topics.ensure_topics(store, benchmark, home=home, progress=True)
+    typer.echo(f"usl: {len(found)} topics in {time.perf_counter() - started:.1f}s")

@@ -77,6 +77,9 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
                     jobs.submit(_default_spec(cfg.benchmark, cfg.judges[0], None))
             except Exception as e:  # noqa: BLE001 - a failed warm-up must not stop the server
                 log.warning("warm-up failed: %s", e)
+            # Loads whatever the contradiction check needs (a sentence embedder) before the
+            # first user waits for it.
+            asyncio.get_running_loop().run_in_executor(None, _warm_contradictions, service)
         yield
         jobs.shutdown()
 
@@ -116,6 +119,8 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         judge = s.judge or cfg.judges[0]
         if judge not in cfg.judges:
             raise HTTPException(422, f"judge {judge!r} is not served here; choose one of: {', '.join(cfg.judges)}")
+        if s.topics and s.use_case.strip():
+            raise HTTPException(422, "choose topics or describe your use case, not both")
         topic_ids = await _topic_ids(s.topics, await topics_of(benchmark))
         likes, avoid = _clean(s.likes), _clean(s.avoid)
         criteria = Criteria(likes, avoid) if likes or avoid else LeaderboardSpec().criteria
@@ -141,25 +146,26 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         except _USER_ERRORS as e:
             raise HTTPException(422, _message(e)) from e
 
-    async def warnings_for(spec: LeaderboardSpec, lb: Leaderboard) -> list[str]:
-        notes = list(lb.warnings)
-        if spec.criteria != LeaderboardSpec().criteria:
-            try:
-                notes += list(await asyncio.to_thread(service.contradictions, spec.criteria))
-            except _USER_ERRORS as e:
-                log.warning("contradiction check failed: %s", e)
-        return list(dict.fromkeys(notes))
+    async def contradictions(criteria: Criteria) -> list[str]:
+        """The service's (possibly embedding-based) check; runs beside the ranking, never fails it."""
+        if criteria == LeaderboardSpec().criteria:
+            return []
+        try:
+            return list(await asyncio.to_thread(service.contradictions, criteria))
+        except Exception as e:  # noqa: BLE001 - a warning that cannot be computed is no reason to fail
+            log.warning("contradiction check failed: %s", e)
+            return []
 
-    async def response_for(spec: LeaderboardSpec, lb: Leaderboard, default: Leaderboard) -> dict:
+    def response_for(spec: LeaderboardSpec, lb: Leaderboard, default: Leaderboard, notes: list[str]) -> dict:
         dspec = _default_spec(spec.benchmark, spec.judge, spec.baseline)
         return _finite({"leaderboard": lb.to_json(), "comparison": views.compare(lb, default),
                         "is_default": spec_key(spec) == spec_key(dspec),
-                        "warnings": await warnings_for(spec, lb), "query": _query_string(spec)})
+                        "warnings": list(dict.fromkeys([*notes, *lb.warnings])), "query": _query_string(spec)})
 
     async def full(spec: LeaderboardSpec) -> dict:
         dspec = _default_spec(spec.benchmark, spec.judge, spec.baseline)
-        default, lb = await asyncio.gather(ranked(dspec), ranked(spec))
-        return await response_for(spec, lb, default)
+        default, lb, notes = await asyncio.gather(ranked(dspec), ranked(spec), contradictions(spec.criteria))
+        return response_for(spec, lb, default, notes)
 
     # ---- routes --------------------------------------------------------------------------
 
@@ -210,12 +216,14 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         t0 = time.perf_counter()
         dspec = _default_spec(spec.benchmark, spec.judge, spec.baseline)
         pending = {spec_key(dspec): jobs.submit(dspec), spec_key(spec): jobs.submit(spec)}
+        notes = asyncio.ensure_future(contradictions(spec.criteria))
         waits = [asyncio.wrap_future(j.future) for j in pending.values()]
         last = None
         yield _sse("progress", {"done": 0, "total": 0, "elapsed_s": 0.0})
         while not all(w.done() for w in waits):
             await asyncio.wait(waits, timeout=cfg.progress_interval_s, return_when=asyncio.ALL_COMPLETED)
             if await request.is_disconnected():
+                notes.cancel()
                 return
             now = (sum(j.done for j in pending.values()), sum(j.total for j in pending.values()))
             if now != last:
@@ -224,7 +232,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
                                         "elapsed_s": round(time.perf_counter() - t0, 3)})
         try:
             default, lb = waits[0].result(), waits[-1].result()
-            payload = await response_for(spec, lb, default)
+            payload = response_for(spec, lb, default, await notes)
         except _USER_ERRORS as e:
             yield _sse("error", {"message": _message(e)})
             return
@@ -306,6 +314,13 @@ def _spec_query(likes: list[str] = Query([], description="Repeat for several cri
                       baseline=baseline, benchmark=benchmark)
     except ValidationError as e:
         raise RequestValidationError(e.errors()) from e
+
+
+def _warm_contradictions(service: Any) -> None:
+    try:
+        service.contradictions(Criteria(("short answers",), ("long answers",)))
+    except Exception as e:  # noqa: BLE001
+        log.warning("contradiction warm-up failed: %s", e)
 
 
 def _default_spec(benchmark: str, judge: str, baseline: str | None) -> LeaderboardSpec:

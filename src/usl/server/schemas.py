@@ -66,6 +66,8 @@ class LeaderboardOut(BaseModel):
     rows: list[RowOut]
     criteria_breakdown: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="Criterion -> model -> win rate.")
+    criteria_contribution: dict[str, float] = Field(
+        default_factory=dict, description="Criterion -> share of the combined board it explains (sums to 1).")
     warnings: list[str] = Field(default_factory=list)
 
 

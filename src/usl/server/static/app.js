@@ -55,7 +55,8 @@ function readForm() {
   return {
     likes: lines($("likes").value),
     avoid: lines($("avoid").value),
-    topics: [...document.querySelectorAll("#topic-list input:checked")].map((c) => c.value),
+    // The engine selects questions by topics or by use case, not both: a description wins.
+    topics: $("use-case").value.trim() ? [] : [...document.querySelectorAll("#topic-list input:checked")].map((c) => c.value),
     use_case: $("use-case").value.trim(),
     judge: state.base.judge, benchmark: state.base.benchmark, baseline: state.base.baseline,
   };
@@ -121,7 +122,11 @@ function updateHints() {
   }
   $("use-case-count").textContent = String($("use-case").value.length);
   const n = document.querySelectorAll("#topic-list input:checked").length;
-  $("topic-count").textContent = n ? `(${n} of ${state.topics.length})` : `(all ${state.topics.length})`;
+  const described = $("use-case").value.trim() !== "";
+  $("topic-fieldset").disabled = described;
+  $("topic-hint").textContent = described ? "Your description picks the questions; clear it to choose topics."
+                                          : "None selected = all questions.";
+  $("topic-count").textContent = described ? "" : n ? `(${n} of ${state.topics.length})` : `(all ${state.topics.length})`;
 }
 
 // ---- talking to the server ----------------------------------------------------------------
@@ -429,7 +434,11 @@ function renderPlot(payload) {
       svgEl("circle", {cx: x, cy: y, r: 4.5}),
       svgEl("title", {}, `${p.model}: rank ${p.position} (CI ${p.rank_low}–${p.rank_high}), default ${p.default_position} (CI ${p.default_rank_low}–${p.default_rank_high})`),
     );
-    if (label) pt.append(svgEl("text", {x: x + 7, y: y - 6, class: "pt-label"}, short(p.model, 22)));
+    if (label) {
+      const right = x > inner * 0.7;      // keep labels near the right edge inside the frame
+      pt.append(svgEl("text", {x: right ? x - 7 : x + 7, y: y - 6, class: "pt-label",
+                               "text-anchor": right ? "end" : "start"}, short(p.model, 22)));
+    }
     pt.addEventListener("click", () => showExamples(p.model));
     g.append(pt);
   }
@@ -445,9 +454,13 @@ function renderBreakdown(payload) {
     return;
   }
   const order = payload.comparison.placements.map((p) => p.model);
+  const share = payload.leaderboard.criteria_contribution || {};
   const head = el("thead", {}, el("tr", {}, el("th", {text: "Model", scope: "col"}),
-    ...criteria.map((c) => el("th", {className: "num crit", scope: "col", title: c}, short(c, 28)))));
-  const body = el("tbody", {}, ...order.map((m) => el("tr", {dataset: {model: m}},
+    ...criteria.map((c) => el("th", {className: "num crit", scope: "col", title: c}, short(c, 24)))));
+  const weights = Object.keys(share).length === 0 ? null : el("tr", {className: "share"},
+    el("td", {text: "Share of your ranking", title: "Non-negative weights that best rebuild your win rates from the single-criterion ones"}),
+    ...criteria.map((c) => el("td", {className: "num", text: share[c] === undefined ? "–" : `${Math.round(100 * share[c])}%`})));
+  const body = el("tbody", {}, weights, ...order.map((m) => el("tr", {dataset: {model: m}},
     el("td", {className: "model", text: m}), ...criteria.map((c) => heatCell(bd[c][m])))));
   table.replaceChildren(head, body);
 }

@@ -1,0 +1,148 @@
+"""The page in a real browser: Debian's Chromium driven by Playwright, headless, against a real
+uvicorn server on localhost (fake engine with known answers, so every assertion is exact)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from server_fake import MODELS, FakeService, serve_in_thread
+from usl.server.app import ServerConfig, create_app
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", "--no-first-run", "--disable-quic"]
+XSS = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's Chromium at /usr/bin/chromium (apt-get install -y chromium; .ci/run does)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install playwright)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def site():
+    svc = FakeService(delay_s=0.4, steps=8)
+    with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",)))) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.errors = errors
+    yield pg
+    ctx.close()
+
+
+def board(pg) -> list[str]:
+    return pg.locator("#leaderboard tbody tr").evaluate_all("rows => rows.map(r => r.dataset.model)")
+
+
+def wait_for_view(pg, view: str) -> None:
+    pg.wait_for_selector(f"#leaderboard[data-view={view}][data-render-seq]", timeout=15000)
+
+
+def test_customize_rank_and_share(page, site):
+    page.goto(site)
+    wait_for_view(page, "default")
+    default = board(page)
+    assert default == list(MODELS)
+    assert page.locator("#leaderboard thead th").all_inner_texts()[:3] == ["Rank", "Model", "Win rate (95% CI)"]
+    assert page.locator("#leaderboard tbody tr").first.locator("svg.whisker line").count() == 4
+    assert page.locator("#topic-list input").count() == 3
+
+    page.click("#topics-all")
+    assert page.locator("#topic-list input:checked").count() == 3
+    page.click("#topics-none")
+    page.check("#topic-list input[value=coding]")
+    page.fill("#likes", f"Short answers\n{XSS}")
+    page.fill("#avoid", f"short answers\n{XSS}")
+    seq = page.locator("#leaderboard").get_attribute("data-render-seq")
+    page.click("#rank-btn")
+    # While the engine works (0.4 s), progress shows and the page still answers.
+    page.wait_for_selector("#progress:not([hidden])", timeout=5000)
+    assert page.evaluate("1 + 1") == 2
+    wait_for_view(page, "custom")
+    assert page.locator("#leaderboard").get_attribute("data-render-seq") != seq
+
+    custom = board(page)
+    assert custom == list(MODELS[::-1]) and custom != default
+    first = page.locator("#leaderboard tbody tr").first
+    assert first.locator("td").nth(1).inner_text() == "foxtrot-pro"
+    assert first.locator("td").nth(3).inner_text() == "▲ 5"                # 6th by default -> 1st
+    assert page.locator("#leaderboard thead th.topic").all_inner_texts() == ["Coding & debu…"]
+    assert page.locator("#rank-plot svg g.pt").count() == len(MODELS)
+    assert page.locator("#breakdown tbody tr[data-model]").count() == len(MODELS)
+
+    # The criterion with markup is shown as text everywhere and nothing ran.
+    warnings = page.locator("#warnings li").all_inner_texts()
+    assert "You both like and avoid: Short answers" in warnings
+    assert f"You both like and avoid: {XSS}" in warnings
+    assert page.locator("#warnings script, #warnings img, #breakdown script, #breakdown img").count() == 0
+    assert any(XSS[:20] in t for t in page.locator("#breakdown thead th").evaluate_all("hs => hs.map(h => h.title)"))
+    assert page.evaluate("window.__pwned") is None
+
+    # The spec is in the URL: a fresh page at that URL reproduces the ranking.
+    url = page.url
+    assert "topics=coding" in url and "likes=Short+answers" in url
+    assert page.get_attribute("#export-csv", "href").startswith("/api/export.csv?")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "custom_leaderboard.png"), full_page=True)
+
+    again = page.context.new_page()
+    again.goto(url)
+    wait_for_view(again, "custom")
+    assert board(again) == custom
+    assert again.input_value("#likes") == f"Short answers\n{XSS}"
+    assert again.locator("#topic-list input:checked").evaluate_all("cs => cs.map(c => c.value)") == ["coding"]
+    assert again.evaluate("window.__pwned") is None
+    assert page.errors == []
+
+
+def test_examples_side_by_side(page, site):
+    page.goto(site)
+    wait_for_view(page, "default")
+    page.locator("#leaderboard tbody tr[data-model=charlie-70b]").click()
+    page.wait_for_selector("#examples article.example", timeout=10000)
+    cards = page.locator("#examples article.example")
+    assert cards.count() == 4
+    assert cards.first.locator(".verdict").inner_text().startswith("Judge prefers charlie-70b")
+    assert cards.nth(1).locator(".verdict").inner_text().startswith("Judge prefers gpt4-baseline")
+    answer = cards.first.locator(".answer pre").first.inner_text()
+    assert answer.startswith("Answer 0 of charlie-70b <img src=x onerror=")     # shown, not parsed
+    assert cards.first.locator(".answer img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#examples-card").screenshot(path=str(SHOTS / "examples.png"))
+
+
+def test_limits_are_enforced_in_the_page(page, site):
+    page.goto(site)
+    wait_for_view(page, "default")
+    page.fill("#likes", "\n".join(f"criterion {i}" for i in range(11)))
+    assert "over" in page.get_attribute("#likes-hint", "class")
+    page.click("#rank-btn")
+    assert re.search(r"At most 10 likes criteria", page.inner_text("#form-error"))
+    assert page.locator("#tab-custom").is_disabled()
+    # a use case replaces topic choice
+    page.fill("#likes", "Friendly tone")
+    page.fill("#use-case", "I write bedtime stories")
+    assert page.locator("#topic-list input").first.is_disabled()
+    page.click("#rank-btn")
+    wait_for_view(page, "custom")
+    assert "use_case=I+write+bedtime+stories" in page.url and "topics=" not in page.url
