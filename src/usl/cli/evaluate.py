@@ -1,4 +1,4 @@
-"""Top-level `usl` command(s) of this module."""
+"""`usl eval`: measure a judge against labelled preference files."""
 
 from __future__ import annotations
 
@@ -6,4 +6,6 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    from usl.crm.commands import eval_command
+
+    app.command("eval")(eval_command)

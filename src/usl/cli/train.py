@@ -1,4 +1,9 @@
-"""Top-level `usl` command(s) of this module."""
+"""`usl train`: fine-tune a customizable reward model (see usl.crm.config.TrainConfig for every knob).
+
+Runs on one device as is; on several GPUs through accelerate::
+
+    accelerate launch -m usl.crm train --config configs/crm_smollm2_pairwise.yaml
+"""
 
 from __future__ import annotations
 
@@ -6,4 +11,6 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    from usl.crm.commands import train_command
+
+    app.command("train")(train_command)

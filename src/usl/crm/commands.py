@@ -1,0 +1,96 @@
+"""The CRM commands, ``train`` and ``eval``, as plain typer functions.
+
+They live here, not in ``usl.cli``, so that ``python -m usl.crm`` can serve them on a machine with
+only the training stack installed (``usl.cli`` imports every command group, the server's included).
+``usl.cli.train`` and ``usl.cli.evaluate`` register them on the main app.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from typing import Iterator, List, Optional
+
+import typer
+
+from usl.types import DataError
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Same contract as usl.cli.common.user_errors (kept here to avoid importing usl.cli)."""
+    try:
+        yield
+    except (DataError, FileNotFoundError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        sys.exit(2)
+
+
+def _home(ctx: typer.Context) -> Optional[str]:
+    return getattr(ctx.obj, "home", None)
+
+
+def train_command(ctx: typer.Context,
+                  config: Optional[str] = typer.Option(None, "--config", "-c", help="YAML file of TrainConfig keys."),
+                  set_: List[str] = typer.Option([], "--set", help="Override a config key: --set lr=2e-5 "
+                                                 "(repeatable; values parsed as YAML)."),
+                  loss: Optional[str] = typer.Option(None, help="pairwise | pointwise"),
+                  data_direction: Optional[str] = typer.Option(None, help="original | reverse | random"),
+                  data_noise: Optional[str] = typer.Option(None, help="none | add | remove | replace | random"),
+                  backbone: Optional[str] = typer.Option(None, help="Model dir, .gguf, or alias (smollm2-135m)."),
+                  finetune: Optional[str] = typer.Option(None, help="lora | full"),
+                  output_dir: Optional[str] = typer.Option(None, help="Run directory."),
+                  max_steps: Optional[int] = typer.Option(None, help="Stop after N optimiser steps."),
+                  resume: bool = typer.Option(False, "--resume", help="Resume from the last checkpoint."),
+                  show_config: bool = typer.Option(False, "--show-config",
+                                                   help="Print the resolved config (with help) and exit.")) -> None:
+    """Train a reward model (pairwise or pointwise head, LoRA or full fine-tuning)."""
+    from usl.crm.config import TrainConfig
+
+    with user_errors():
+        overrides = list(set_)
+        for key, value in (("loss", loss), ("data_direction", data_direction), ("data_noise", data_noise),
+                           ("backbone", backbone), ("finetune", finetune), ("output_dir", output_dir),
+                           ("max_steps", max_steps)):
+            if value is not None:
+                overrides.append(f"{key}={value}")
+        if resume:
+            overrides.append("resume=true")
+        cfg = TrainConfig.from_yaml(config, overrides)
+        if show_config:
+            helps = TrainConfig.help()
+            for k, v in cfg.to_dict().items():
+                typer.echo(f"{k}: {v!r}    # {helps[k]}")
+            return
+        from usl.crm.trainer import train
+
+        home = _home(ctx)
+        final = train(cfg, home=home)
+        typer.echo(str(final))
+
+
+
+def eval_command(ctx: typer.Context,
+                 judge: str = typer.Option("default", "--judge", "-j",
+                                           help="Judge spec: default, crm:PATH, length, random[:SEED], ..."),
+                 data: List[str] = typer.Option(..., "--data", "-d", help="Paper-format JSONL (repeatable)."),
+                 limit: int = typer.Option(0, help="Judge at most N samples of each file (0 = all)."),
+                 batch_size: int = typer.Option(16, help="Requests per judge call."),
+                 as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+                 out: str = typer.Option("", help="Also write the JSON report to this file.")) -> None:
+    """Accuracy, agreement incl. ties, swap and criteria-flip consistency; per file and per source."""
+    from usl.evaluation.report import evaluate
+    from usl.judges.registry import load_judge
+
+    with user_errors():
+        home = _home(ctx)
+        j = load_judge(judge, home=home)
+        report = evaluate(j, data, limit=limit, batch_size=batch_size)
+        d = report.to_dict()
+        if out:
+            from pathlib import Path
+
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            Path(out).write_text(json.dumps(d, indent=2))
+        typer.echo(json.dumps(d, indent=2) if as_json else report.to_text())

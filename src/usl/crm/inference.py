@@ -1,0 +1,110 @@
+"""Load a trained CRM (run dir, its ``final/``, or shipped weights) and score requests.
+
+A model directory holds ``crm.json`` (what head, which backbone, the prompt budget), the
+tokenizer, and either a LoRA adapter + head (``adapter_config.json``) or a full model. A LoRA
+adapter is merged into the backbone after loading, so inference costs what the plain model costs.
+
+``CRMScorer.p_a`` returns P(A better) for the order given; it never averages orders itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Sequence
+
+from usl.crm.trainer import CRM_FORMAT
+
+log = logging.getLogger(__name__)
+
+
+def model_dir_of(path: str | Path) -> Path:
+    p = Path(path).expanduser()
+    for d in (p, p / "final"):
+        if (d / "crm.json").is_file():
+            return d
+    raise FileNotFoundError(f"{p}: no crm.json here or in final/ (not a trained CRM)")
+
+
+def weights_version(model_dir: Path) -> str:
+    """sha256 over crm.json and the weight files: changes whenever decisions could change."""
+    h = hashlib.sha256()
+    files = [model_dir / "crm.json"] + sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin"))
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+class CRMScorer:
+    def __init__(self, path: str | Path, *, device: str | None = None, home: str | Path | None = None,
+                 batch_size: int = 4, backbone: str | None = None):
+        import torch
+
+        from usl.crm.backbone import ensure_pad_token, load_classifier, resolve_backbone, weights_sha256
+        from usl.crm.formatting import PromptFormatter
+
+        self.dir = model_dir_of(path)
+        self.meta = json.loads((self.dir / "crm.json").read_text())
+        if self.meta.get("format") != CRM_FORMAT:
+            raise ValueError(f"{self.dir}/crm.json: format {self.meta.get('format')!r}, expected {CRM_FORMAT}")
+        self.loss = self.meta["loss"]
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.batch_size = batch_size
+        from transformers import AutoTokenizer
+
+        self.tok = AutoTokenizer.from_pretrained(str(self.dir))
+        ensure_pad_token(self.tok)
+        f = self.meta["formatter"]
+        self.fmt = PromptFormatter(self.tok, max_length=f["max_length"], query_max_tokens=f["query_max_tokens"],
+                                   min_response_tokens=f["min_response_tokens"], keep=f["keep"],
+                                   use_chat_template=f["use_chat_template"])
+        if (self.dir / "adapter_config.json").is_file():
+            base_dir = resolve_backbone(backbone or self.meta["backbone"], home)
+            sha = weights_sha256(base_dir)
+            if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:
+                log.warning("backbone %s differs from the one this CRM was trained on (sha %s != %s)",
+                            base_dir, sha[:12], self.meta["backbone_sha256"][:12])
+            from peft import PeftModel
+
+            base = load_classifier(base_dir, self.meta["num_labels"], self.tok)
+            model = PeftModel.from_pretrained(base, str(self.dir)).merge_and_unload()
+        else:
+            model = load_classifier(self.dir, self.meta["num_labels"], self.tok)
+        self.model = model.to(self.device).eval()
+        self.truncated = 0
+
+    def _forward(self, rows: list[tuple[int, ...]]):
+        """Logits for token-id rows, batched, longest first (less padding per batch)."""
+        import torch
+
+        from usl.crm.dataset import _pad
+
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+        out: list = [None] * len(rows)
+        with torch.inference_mode():
+            for k in range(0, len(order), self.batch_size):
+                idx = order[k:k + self.batch_size]
+                ids, mask = _pad([list(rows[i]) for i in idx], self.tok.pad_token_id)
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+                for j, i in enumerate(idx):
+                    out[i] = logits[j].float().cpu()
+        return out
+
+    def p_a(self, items: Sequence[tuple[Sequence[str], str, str, str]]) -> list[float]:
+        """``items``: (criteria, query, response_a, response_b). Returns P(A better) each."""
+        import torch
+
+        if not items:
+            return []
+        if self.loss == "pairwise":
+            encs = [self.fmt.pairwise(c, q, a, b) for c, q, a, b in items]
+            self.truncated += sum(e.truncated for e in encs)
+            logits = self._forward([e.input_ids for e in encs])
+            return [float(torch.softmax(x, -1)[0]) for x in logits]
+        encs = [self.fmt.pointwise(c, q, r) for c, q, a, b in items for r in (a, b)]
+        self.truncated += sum(e.truncated for e in encs)
+        r = self._forward([e.input_ids for e in encs])
+        return [float(torch.sigmoid(r[2 * i][0] - r[2 * i + 1][0])) for i in range(len(items))]

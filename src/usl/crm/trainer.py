@@ -1,0 +1,331 @@
+"""Train a customizable reward model with the Hugging Face ``Trainer`` (accelerate underneath).
+
+The Trainer gives us multi-GPU (``accelerate launch``), checkpoints, resume, periodic evaluation
+and early stopping; we add the two losses, the per-epoch data views and the run directory::
+
+    <output_dir>/config.yaml        the TrainConfig that made the run
+    <output_dir>/metrics.jsonl      the training curve (loss, lr, dev loss/accuracy, pairs/s, tokens/s)
+    <output_dir>/truncation.json    how many inputs were cut and where (train and dev)
+    <output_dir>/summary.json       final dev metrics, throughput, timing, versions, git commit
+    <output_dir>/checkpoints/       Trainer checkpoints (resume with resume=true)
+    <output_dir>/final/             adapter + head (LoRA) or full model, tokenizer, crm.json
+
+Losses (``logits`` in fp32):
+
+* pairwise: ``-(t * log_softmax(logits)).sum(-1)`` with ``t`` = [1,0], [0,1] or [.5,.5] (tie);
+* pointwise: ``-(t*logsigmoid(r_c - r_r) + (1-t)*logsigmoid(r_r - r_c))``, ``t`` = 1 or .5 (tie):
+  the Bradley-Terry loss ``-logsigmoid(r_chosen - r_rejected)`` when ``t = 1``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import subprocess
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from usl.crm.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+CRM_FORMAT = "usl-crm/1"
+
+
+# ---------------------------------------------------------------------------------------------
+def pairwise_loss(logits, targets):
+    import torch.nn.functional as F
+
+    return -(targets * F.log_softmax(logits.float(), dim=-1)).sum(-1).mean()
+
+
+def pointwise_loss(r_chosen, r_rejected, targets):
+    import torch.nn.functional as F
+
+    d = (r_chosen - r_rejected).float()
+    return -(targets * F.logsigmoid(d) + (1 - targets) * F.logsigmoid(-d)).mean()
+
+
+def _make_trainer_class():
+    from transformers import Trainer
+
+    class CRMTrainer(Trainer):
+        """``Trainer`` with the CRM losses. ``loss_kind`` is "pairwise" or "pointwise"."""
+
+        def __init__(self, *args, loss_kind: str, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.loss_kind = loss_kind
+            self.tokens_seen = 0
+            # our loss is a per-batch mean: let the Trainer divide by the accumulation steps
+            self.model_accepts_loss_kwargs = False
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            targets = inputs["labels"]
+            if model.training:
+                self.tokens_seen += int(inputs["attention_mask"].sum())
+            logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
+            if self.loss_kind == "pairwise":
+                loss = pairwise_loss(logits, targets)
+                out = logits.float()
+            else:
+                r = logits.squeeze(-1).float()
+                b = targets.shape[0]
+                loss = pointwise_loss(r[:b], r[b:], targets)
+                out = r.view(2, b).t()                  # [B, 2]: (r_chosen, r_rejected)
+            return (loss, {"logits": out}) if return_outputs else loss
+
+    return CRMTrainer
+
+
+def dev_metrics(eval_pred) -> dict:
+    """Accuracy on non-tie dev inputs. Pairwise: argmax vs target; pointwise: r_chosen > r_rejected."""
+    import numpy as np
+
+    logits, labels = eval_pred.predictions, eval_pred.label_ids
+    logits = np.asarray(logits)
+    labels = np.asarray(labels)
+    if labels.ndim == 2:                                 # pairwise targets [N, 2]
+        keep = labels[:, 0] != 0.5
+        correct = logits[keep].argmax(-1) == labels[keep].argmax(-1)
+    else:                                                # pointwise targets [N]
+        keep = labels != 0.5
+        correct = logits[keep, 0] > logits[keep, 1]
+    return {"accuracy": float(correct.mean()) if correct.size else float("nan"), "n_non_tie": int(keep.sum())}
+
+
+def _callbacks(run_dir: Path, train_ds, cfg: TrainConfig, trainer_ref: dict):
+    from transformers import TrainerCallback
+
+    class EpochViews(TrainerCallback):
+        """Tell the dataset which epoch it is, so noise/direction/positions are redrawn per epoch."""
+
+        def on_epoch_begin(self, args, state, control, **kw):
+            train_ds.set_epoch(math.floor((state.epoch or 0.0) + 1e-6))
+
+    class MetricsFile(TrainerCallback):
+        """Append every log record to metrics.jsonl, with training throughput since the last one."""
+
+        def __init__(self):
+            self.t = self.step = self.tokens = None
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.t, self.step, self.tokens = time.perf_counter(), state.global_step, 0
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            rec = {"step": state.global_step, "epoch": round(state.epoch or 0.0, 4), **(logs or {})}
+            tr = trainer_ref.get("trainer")
+            if "loss" in rec and self.t is not None and tr is not None:
+                dt = time.perf_counter() - self.t
+                dsteps = state.global_step - self.step
+                if dt > 0 and dsteps > 0:
+                    pairs = dsteps * args.per_device_train_batch_size * args.gradient_accumulation_steps \
+                        * args.world_size
+                    rec["pairs_per_s"] = round(pairs / dt, 3)
+                    rec["tokens_per_s"] = round((tr.tokens_seen - self.tokens) * args.world_size / dt, 1)
+                self.t, self.step, self.tokens = time.perf_counter(), state.global_step, tr.tokens_seen
+                log.info("step %d loss %.4f %.2f pairs/s %.0f tok/s", state.global_step, rec["loss"],
+                         rec.get("pairs_per_s", 0.0), rec.get("tokens_per_s", 0.0))
+            if state.is_world_process_zero:
+                with open(run_dir / "metrics.jsonl", "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+
+    return [EpochViews(), MetricsFile()]
+
+
+# ---------------------------------------------------------------------------------------------
+def lora_targets(model, head_modules: list[str]) -> list[str]:
+    """Leaf names of every ``nn.Linear`` outside the head, e.g. ``["down_proj", "k_proj", ...]``."""
+    import torch.nn as nn
+
+    names = set()
+    for full, mod in model.named_modules():
+        if isinstance(mod, nn.Linear) and full.split(".")[0] not in head_modules:
+            names.add(full.split(".")[-1])
+    return sorted(names)
+
+
+def build_model(cfg: TrainConfig, model_dir: Path, tokenizer):
+    """The classifier (num_labels 2 pairwise, 1 pointwise), wrapped in LoRA when asked."""
+    from usl.crm.backbone import load_classifier
+
+    model = load_classifier(model_dir, 2 if cfg.loss == "pairwise" else 1, tokenizer)
+    if cfg.finetune == "full":
+        return model
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    heads = [h for h in cfg.head_modules if hasattr(model, h)]
+    if not heads:
+        raise ValueError(f"none of head_modules={cfg.head_modules} exists on {type(model).__name__}")
+    targets = cfg.lora_target_modules or lora_targets(model, heads)
+    lcfg = LoraConfig(task_type=TaskType.SEQ_CLS, r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
+                      lora_dropout=cfg.lora_dropout, target_modules=list(targets), modules_to_save=list(heads))
+    model = get_peft_model(model, lcfg)
+    n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    n_all = sum(p.numel() for p in model.parameters())
+    log.info("LoRA r=%d on %s + heads %s: %d / %d parameters trainable", cfg.lora_r, targets, heads,
+             n_train, n_all)
+    return model
+
+
+def _precision(cfg: TrainConfig) -> str:
+    import torch
+
+    if cfg.precision != "auto":
+        return cfg.precision
+    return "bf16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "fp32"
+
+
+def training_args(cfg: TrainConfig, run_dir: Path, has_dev: bool, world_size: int):
+    from transformers import TrainingArguments
+
+    per_step = cfg.per_device_train_batch_size * world_size
+    accum = max(1, round(cfg.effective_batch_size / per_step))
+    if accum * per_step != cfg.effective_batch_size:
+        log.warning("effective batch %d is not a multiple of %d pairs per step; using %d",
+                    cfg.effective_batch_size, per_step, accum * per_step)
+    prec = _precision(cfg)
+    return TrainingArguments(
+        output_dir=str(run_dir / "checkpoints"),
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
+        per_device_eval_batch_size=cfg.per_device_eval_batch_size,
+        gradient_accumulation_steps=accum,
+        learning_rate=cfg.learning_rate, num_train_epochs=cfg.num_train_epochs, max_steps=cfg.max_steps,
+        lr_scheduler_type=cfg.lr_scheduler_type, warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
+        bf16=prec == "bf16", fp16=prec == "fp16",
+        eval_strategy="steps" if has_dev else "no", eval_steps=cfg.eval_steps,
+        save_strategy="steps", save_steps=cfg.eval_steps, save_total_limit=cfg.save_total_limit,
+        load_best_model_at_end=has_dev, metric_for_best_model="eval_loss" if has_dev else None,
+        greater_is_better=False,
+        logging_steps=cfg.logging_steps, logging_first_step=True, report_to="none",
+        remove_unused_columns=False, label_names=["labels"], seed=cfg.seed, data_seed=cfg.seed,
+        dataloader_num_workers=0,            # items are drawn per epoch in this process
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False} if cfg.gradient_checkpointing else None,
+        disable_tqdm=True,
+    )
+
+
+def _load_split(path: str, limit: int):
+    from usl.data.paper_jsonl import read_samples
+
+    samples = read_samples(path)
+    return samples[:limit] if limit else samples
+
+
+def train(cfg: TrainConfig, home: str | None = None) -> Path:
+    """Run one training job end to end; returns the directory of the final model."""
+    import torch
+    from transformers import EarlyStoppingCallback, set_seed
+
+    from usl.crm.backbone import load_tokenizer, resolve_backbone, weights_sha256
+    from usl.crm.dataset import CRMDataset, PairwiseCollator, PointwiseCollator
+    from usl.crm.formatting import PromptFormatter
+
+    run_dir = Path(cfg.output_dir)
+    if run_dir.exists() and (run_dir / "final").exists() and not cfg.resume:
+        raise ValueError(f"{run_dir} already holds a finished run; choose another output_dir")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    if is_main:
+        (run_dir / "config.yaml").write_text(cfg.to_yaml())
+
+    model_dir = resolve_backbone(cfg.backbone, home)
+    tok = load_tokenizer(model_dir)
+    fmt = PromptFormatter(tok, max_length=cfg.max_length, query_max_tokens=cfg.query_max_tokens,
+                          min_response_tokens=cfg.min_response_tokens, keep=cfg.truncation_keep,
+                          use_chat_template=cfg.use_chat_template)
+    common = dict(loss=cfg.loss, tie_policy=cfg.tie_policy, seed=cfg.seed, swap_positions=cfg.swap_positions)
+    train_ds = CRMDataset(_load_split(cfg.train_file, cfg.max_train_samples), fmt, train=True,
+                          direction=cfg.data_direction, noise=cfg.data_noise, **common)
+    dev_ds = CRMDataset(_load_split(cfg.dev_file, cfg.max_dev_samples), fmt, train=False, **common) \
+        if cfg.dev_file else None
+    log.info("train: %d pairs (%d ties excluded); dev: %s inputs", len(train_ds), train_ds.excluded_ties,
+             len(dev_ds) if dev_ds else "none")
+
+    set_seed(cfg.seed)
+    model = build_model(cfg, model_dir, tok)
+    args = training_args(cfg, run_dir, dev_ds is not None, world_size)
+    collator = (PairwiseCollator if cfg.loss == "pairwise" else PointwiseCollator)(tok.pad_token_id)
+    ref: dict = {}
+    callbacks = _callbacks(run_dir, train_ds, cfg, ref)
+    if dev_ds is not None and cfg.early_stopping_patience > 0:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
+    trainer = _make_trainer_class()(
+        model=model, args=args, train_dataset=train_ds, eval_dataset=dev_ds, data_collator=collator,
+        compute_metrics=dev_metrics, callbacks=callbacks, loss_kind=cfg.loss)
+    ref["trainer"] = trainer
+
+    t0 = time.perf_counter()
+    resume = bool(cfg.resume) and any((run_dir / "checkpoints").glob("checkpoint-*"))
+    result = trainer.train(resume_from_checkpoint=True if resume else None)
+    train_s = time.perf_counter() - t0
+    final_metrics = trainer.evaluate() if dev_ds is not None else {}
+
+    final = run_dir / "final"
+    if trainer.is_world_process_zero():
+        save_final(trainer.model, tok, final, cfg, backbone_sha=weights_sha256(model_dir))
+        report = {"train": train_ds.report.to_dict(), "dev": dev_ds.report.to_dict() if dev_ds else None,
+                  "max_length": cfg.max_length, "policy": {"query_max_tokens": cfg.query_max_tokens,
+                                                           "min_response_tokens": cfg.min_response_tokens,
+                                                           "keep": cfg.truncation_keep}}
+        (run_dir / "truncation.json").write_text(json.dumps(report, indent=2))
+        summary = {"train_seconds": round(train_s, 1), "train_metrics": result.metrics,
+                   "dev_metrics": final_metrics, "global_step": trainer.state.global_step,
+                   "best_checkpoint": trainer.state.best_model_checkpoint,
+                   "pairs_per_s": round(result.metrics.get("train_samples_per_second", 0.0), 3),
+                   "tokens_per_s": round(trainer.tokens_seen * world_size / max(train_s, 1e-9), 1),
+                   "world_size": world_size, "precision": _precision(cfg),
+                   "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+                   **provenance()}
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        log.info("done in %.0fs: dev %s; final model in %s; truncated %d/%d train inputs", train_s,
+                 {k: v for k, v in final_metrics.items() if k in ("eval_loss", "eval_accuracy")}, final,
+                 train_ds.report.truncated, train_ds.report.inputs)
+    return final
+
+
+def save_final(model, tokenizer, final: Path, cfg: TrainConfig, backbone_sha: str) -> None:
+    """Adapter + head (LoRA) or the whole model, in ``cfg.export_dtype``, plus tokenizer and crm.json."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    final.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(final))
+    dtype = getattr(torch, cfg.export_dtype)
+    for f in final.glob("*.safetensors"):
+        sd = load_file(str(f))
+        save_file({k: v.to(dtype) if v.is_floating_point() else v for k, v in sd.items()}, str(f),
+                  metadata={"format": "pt"})
+    tokenizer.save_pretrained(str(final))
+    meta = {"format": CRM_FORMAT, "loss": cfg.loss, "finetune": cfg.finetune,
+            "num_labels": 2 if cfg.loss == "pairwise" else 1, "label_0": "response A is better",
+            "backbone": cfg.backbone, "backbone_sha256": backbone_sha,
+            "formatter": {"max_length": cfg.max_length, "query_max_tokens": cfg.query_max_tokens,
+                          "min_response_tokens": cfg.min_response_tokens, "keep": cfg.truncation_keep,
+                          "use_chat_template": cfg.use_chat_template},
+            "train_config": asdict(cfg), **provenance()}
+    (final / "crm.json").write_text(json.dumps(meta, indent=2))
+
+
+def provenance() -> dict:
+    import torch
+    import transformers
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                                cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__}
+    try:
+        import peft
+
+        versions["peft"] = peft.__version__
+    except ImportError:
+        pass
+    return {"git_commit": commit, "versions": versions}

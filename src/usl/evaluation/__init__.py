@@ -1,0 +1,1 @@
+"""Judge evaluation: how often a judge agrees with human labels, and whether it is consistent."""

@@ -1,0 +1,88 @@
+"""Run a judge over preference files (both orders) and summarize: overall, per file, per source."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from usl.evaluation.metrics import Judged, summarize
+from usl.judges.base import Judge, JudgeRequest
+from usl.types import Criteria, PreferenceSample
+
+log = logging.getLogger(__name__)
+
+
+def to_criteria(lines: Sequence[str]) -> Criteria:
+    """The paper's flat list back to likes/avoid ("Avoid: x" lines are dislikes)."""
+    likes = tuple(c for c in lines if not c.startswith("Avoid: "))
+    avoid = tuple(c[len("Avoid: "):] for c in lines if c.startswith("Avoid: "))
+    return Criteria(likes, avoid)
+
+
+def request(s: PreferenceSample, swapped: bool = False) -> JudgeRequest:
+    from usl.crm.formatting import conversation_text
+
+    a, b = conversation_text(s.model_a), conversation_text(s.model_b)
+    if swapped:
+        a, b = b, a
+    return JudgeRequest(to_criteria(s.criteria), s.prompt, a, b)
+
+
+@dataclass
+class EvalReport:
+    judge: str
+    files: list[str]
+    overall: dict
+    by_file: dict[str, dict] = field(default_factory=dict)
+    by_source: dict[str, dict] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"judge": self.judge, "files": self.files, **self.overall, "by_file": self.by_file,
+                "by_source": self.by_source, "seconds": round(self.seconds, 2),
+                "seconds_per_pair": round(self.seconds / max(1, 2 * self.overall["n"]), 4)}
+
+    def to_text(self) -> str:
+        def row(name: str, m: dict) -> str:
+            f = lambda x: "   -  " if x is None else f"{x:6.3f}"
+            return (f"{name[:32]:32s} {m['n']:6d} {f(m['accuracy'])} {f(m['agreement'])} "
+                    f"{f(m['swap_consistency'])} {f(m['flip']['flip_rate'])} {m['flip']['pairs']:6d}")
+        head = f"{'judge ' + self.judge:32s} {'n':>6s} {'acc':>6s} {'agree':>6s} {'swap':>6s} {'flip':>6s} {'fpairs':>6s}"
+        lines = [head, row("overall", self.overall)]
+        lines += [row(f"file {k}", v) for k, v in self.by_file.items()] if len(self.by_file) > 1 else []
+        lines += [row(f"source {k}", v) for k, v in self.by_source.items()] if len(self.by_source) > 1 else []
+        lines.append(f"{self.seconds:.1f}s for {2 * self.overall['n']} judgements")
+        return "\n".join(lines)
+
+
+def judge_samples(judge: Judge, samples: Sequence[PreferenceSample], *, file: str = "",
+                  batch_size: int = 16) -> list[Judged]:
+    """Both orders of every sample, in batches of ``batch_size`` requests."""
+    reqs = [request(s, sw) for s in samples for sw in (False, True)]
+    verdicts = []
+    for k in range(0, len(reqs), batch_size):
+        verdicts.extend(judge.judge(reqs[k:k + batch_size]))
+        if k and k % (batch_size * 20) == 0:
+            log.info("judged %d / %d", k, len(reqs))
+    return [Judged(s, verdicts[2 * i], verdicts[2 * i + 1], file) for i, s in enumerate(samples)]
+
+
+def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch_size: int = 16) -> EvalReport:
+    from usl.data.paper_jsonl import read_samples
+
+    t0 = time.perf_counter()
+    judged: list[Judged] = []
+    names = []
+    for path in files:
+        samples = read_samples(path)
+        samples = samples[:limit] if limit else samples
+        name = Path(path).name
+        names.append(name)
+        judged.extend(judge_samples(judge, samples, file=name, batch_size=batch_size))
+    by_file = {n: summarize([j for j in judged if j.file == n]) for n in names}
+    sources = sorted({j.sample.source for j in judged})
+    by_source = {s or "(none)": summarize([j for j in judged if j.sample.source == s]) for s in sources}
+    return EvalReport(judge.identity, names, summarize(judged), by_file, by_source, time.perf_counter() - t0)

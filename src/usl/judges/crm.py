@@ -1,0 +1,63 @@
+"""``crm:PATH``: a trained customizable reward model as a judge.
+
+``PATH`` is a training run directory, its ``final/`` directory, or shipped weights (any directory
+with ``crm.json``). Runs on CUDA when available, else CPU. Returns P(A) for the order it is given;
+callers average both orders. ``version`` hashes crm.json and the weight files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from usl.judges.base import JudgeRequest, Verdict
+from usl.judges.registry import register
+
+
+@dataclass
+class CRMJudge:
+    path: str
+    device: str | None = None
+    home: str | None = None
+    batch_size: int = 4
+    name: str = "crm"
+    can_tie: bool = False
+    cacheable: bool = True
+    _scorer: Any = field(default=None, repr=False)
+    _version: str = field(default="", repr=False)
+
+    @property
+    def version(self) -> str:
+        if not self._version:
+            from usl.crm.inference import model_dir_of, weights_version
+
+            self._version = weights_version(model_dir_of(self.path))
+        return self._version
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    @property
+    def scorer(self):
+        if self._scorer is None:
+            from usl.crm.inference import CRMScorer
+
+            self._scorer = CRMScorer(self.path, device=self.device, home=self.home, batch_size=self.batch_size)
+        return self._scorer
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        items = [(r.criteria.as_list() or ["General user preference"], r.query, r.response_a, r.response_b)
+                 for r in requests]
+        return [Verdict(p) for p in self.scorer.p_a(items)]
+
+
+@register("crm")
+def _crm(arg: str | None = None, *, device: str | None = None, home: str | None = None,
+         batch_size: int = 4, **_) -> CRMJudge:
+    if not arg:
+        raise ValueError("judge 'crm' needs a path: crm:PATH (a run directory or a directory with crm.json)")
+    from usl.crm.inference import model_dir_of
+
+    model_dir_of(arg)  # fail fast on a wrong path
+    return CRMJudge(path=arg, device=device, home=home, batch_size=batch_size)
