@@ -1,0 +1,353 @@
+"""`usl data build-train`: criteria-conditioned training data and our own test sets.
+
+Pipeline: every source (:mod:`usl.data.pairs`) yields :class:`Pair` records; each pair's query is
+assigned to ``train`` / ``dev`` / ``eval`` by a seeded hash of the query (so all pairs of a query
+share a split), or to the held-out topic; pairs touching a board query are dropped from training
+(:mod:`usl.data.leakage`); pairs become paper-format samples with criteria wordings drawn from the
+libraries (:mod:`usl.data.criteria`), answer positions randomised.
+
+Each pair with an opposite family is emitted in *both* orientations, as two samples sharing a
+``group``: criteria X prefer the X-styled answer, criteria Y the Y-styled one. This is what teaches
+a reward model to read the criteria instead of a fixed taste. Every sample also carries the
+loser's criteria (``loser_criteria``, a list; empty when the data has none) so that training-time
+noise and direction flips can use them.
+
+Held out for evaluation: the whole ``holdout_family`` (default ``domain_literature``), one whole
+topic (default: food & cooking queries of every source), ~20% of each family's wordings, and a
+seeded ~12% of queries. Outputs (``out/``)::
+
+    train.jsonl  dev.jsonl  train.jsonl.gz  dev.jsonl.gz  manifest.json
+    eval/length_flip.jsonl        board queries (allowed for evaluation), concise vs verbose, both ways
+    eval/domain_style.jsonl       held-out DSP queries, trained domain families, unseen wordings
+    eval/domain_new_family.jsonl  the held-out domain family
+    eval/new_topic.jsonl          the held-out topic, every source
+    eval/style.jsonl              held-out queries of the detected style families, unseen wordings
+    eval/human.jsonl              held-out hh-rlhf / WebGPT / PandaLM pairs, general criteria
+    eval/general.jsonl            held-out LLM-judge and rubric pairs
+    eval/contradictory.jsonl      held-out pairs with opposite criteria (length, domain, style), both ways
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+import zlib
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+import usl
+from usl.data import leakage
+from usl.data.criteria import Library, load_library
+from usl.data.pairs import alpaca, dsp, general, human, rubrics, style
+from usl.data.pairs.base import Pair
+from usl.data.paper_jsonl import write_samples
+from usl.types import DataError, Message, PreferenceSample
+
+log = logging.getLogger(__name__)
+
+TOPICS: dict[str, str] = {
+    "food": r"\b(?:recipes?|cook\w*|bak(?:e|es|ed|ing)|food|dish(?:es)?|meals?|ingredients?|cuisine|kitchen|soups?"
+            r"|cakes?|bread|dinner|breakfast|lunch|sauces?|vegetables?|chicken)\b",
+    "health": r"\b(?:health\w*|medical|doctor|disease|symptoms?|diet|exercise|fitness|sleep|illness|medicine)\b",
+    "travel": r"\b(?:travel\w*|trip|vacation|tourist|hotel|flights?|destination)\b",
+}
+GENERAL_FAMILIES = ("general_helpful", "factual", "harmless", "instruction_following")
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """What `usl data build-train` builds; every field is recorded in the manifest."""
+
+    source: str = field(default="", metadata={"help": "Shared data directory (default: usl.paths.shared_data())."})
+    out: str = field(default="artifacts/data", metadata={"help": "Output directory."})
+    seed: int = field(default=0, metadata={"help": "Seed of every split, sample and answer position."})
+    max_per_source: int = field(default=3000, metadata={"help": "Most training samples taken from one source."})
+    general_weight: float = field(default=0.6, metadata={
+        "help": "Cap multiplier for LLM-judge sources (general/*): their labels are noisier."})
+    domain_paraphrases: int = field(default=2, metadata={
+        "help": "Wordings per orientation for domain/* pairs (DSP has few queries); cap scales with it."})
+    dev_fraction: float = field(default=0.05, metadata={"help": "Share of queries kept for dev."})
+    eval_fraction: float = field(default=0.12, metadata={"help": "Share of queries kept for eval files."})
+    holdout_family: str = field(default="domain_literature", metadata={
+        "help": "Criteria family kept out of train/dev entirely ('' = none), for the new-family test."})
+    holdout_topic: str = field(default="food", metadata={
+        "help": f"Topic kept out of train/dev ('' = none); one of {sorted(TOPICS)}."})
+    held_out_wordings: float = field(default=0.2, metadata={
+        "help": "Share of each family's wordings used only in eval files."})
+    multi_criteria_prob: float = field(default=0.3, metadata={
+        "help": "Chance a training sample gets 1-2 extra criteria that don't decide the pair."})
+    eval_max_pairs: int = field(default=600, metadata={"help": "Most pairs per source in one eval file."})
+    write_gzip: bool = field(default=True, metadata={"help": "Also write train/dev as .jsonl.gz (GPU carry)."})
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    out: Path
+    counts: dict[str, dict[str, int]]
+    seconds: float
+
+
+# ----------------------------------------------------------------------------------------- sources
+
+def _rng(seed: int, name: str) -> np.random.Generator:
+    """One generator per (seed, name): adding a source never changes another source's draws."""
+    return np.random.default_rng([seed, zlib.crc32(name.encode())])
+
+
+def collect_pairs(root: Path, seed: int) -> tuple[dict[str, list[Pair]], list[Pair], dict[str, int]]:
+    """(pairs by source from training-eligible queries, board length pairs for eval, drop counts)."""
+    out = alpaca.load_outputs(root / "alpaca_eval")
+    sources: dict[str, Callable[[], list[Pair]]] = {
+        "length/alpaca_style": lambda: alpaca.length_pairs(out, out.train, source="length/alpaca_style"),
+        "length/alpaca_cross": lambda: alpaca.cross_model_length_pairs(
+            out, out.train, _rng(seed, "length/alpaca_cross"), source="length/alpaca_cross"),
+        "style/alpaca": lambda: style.style_pairs(alpaca.answers_by_query(out, out.train),
+                                                  _rng(seed, "style/alpaca"), source_prefix="style/alpaca"),
+        "style/arena": lambda: style.style_pairs(general.arena_answers(root / "arena_hard" / "arena-bench-v1"),
+                                                 _rng(seed, "style/arena"), source_prefix="style/arena"),
+        "domain/dsp": lambda: dsp.dsp_pairs(root / "style" / "dsp_domain_test.json.gz"),
+        "human/hh_helpful": lambda: human.dsp_human_pairs(
+            root / "human" / "hh_rlhf_helpful_base_test.dsp.json.gz", source="human/hh_helpful",
+            family="general_helpful"),
+        "human/hh_harmless": lambda: human.hh_harmless_pairs(root / "human" / "hh_rlhf_harmless_base_test.jsonl.gz"),
+        "human/webgpt": lambda: human.webgpt_pairs(root / "human" / "webgpt_test.dsp.json.gz"),
+        "human/pandalm": lambda: human.pandalm_pairs(root / "human" / "pandalm_testset_v1.json.gz")[0],
+        "general/alpaca_gpt4_turbo": lambda: general.balance_length(general.alpaca_annotation_pairs(
+            root / "alpaca_eval" / "annotations" / "weighted_alpaca_eval_gpt4_turbo", out, set(out.train),
+            source="general/alpaca_gpt4_turbo"), _rng(seed, "general/alpaca_gpt4_turbo")),
+        "general/alpaca_gpt4": lambda: general.balance_length(general.alpaca_annotation_pairs(
+            root / "alpaca_eval" / "annotations" / "alpaca_eval_gpt4", out, set(out.train),
+            source="general/alpaca_gpt4"), _rng(seed, "general/alpaca_gpt4")),
+        "general/arena_bench": lambda: general.balance_length(general.arena_bench_pairs(
+            root / "arena_hard" / "arena-bench-v1"), _rng(seed, "general/arena_bench")),
+        "rubric/prometheus_vicuna": lambda: rubrics.prometheus_pairs(
+            root / "rubrics" / "prometheus_vicuna_eval.json.gz", source="rubric/prometheus_vicuna"),
+    }
+    by_source: dict[str, list[Pair]] = defaultdict(list)
+    dropped: dict[str, int] = {}
+    for name, make in sources.items():
+        try:
+            pairs = make()
+        except DataError as e:
+            if "file not found" not in str(e):
+                raise
+            log.warning("skipping %s: %s", name, e)
+            continue
+        seen: set[tuple[str, str, str, str]] = set()
+        for p in pairs:
+            ident = (p.source, p.key, p.winner, p.loser)
+            if ident in seen or p.winner == p.loser:  # two models can give the very same answer
+                dropped[p.source] = dropped.get(p.source, 0) + 1
+                continue
+            seen.add(ident)
+            by_source[p.source].append(p)
+        log.info("%-28s %6d pairs", name, len(pairs))
+    board = alpaca.length_pairs(out, out.board, source="length/board_style", variants=(("_concise", "_verbose"),))
+    return dict(sorted(by_source.items())), board, dropped
+
+
+# ------------------------------------------------------------------------------------------ splits
+
+def split_of(key: str, seed: int, dev: float, eval_: float) -> str:
+    """Seeded, order-free split of one query: ``train``, ``dev`` or ``eval``."""
+    h = hashlib.sha256(f"{seed}\x00{key}".encode()).digest()
+    u = int.from_bytes(h[:8], "big") / 2**64
+    return "dev" if u < dev else "eval" if u < dev + eval_ else "train"
+
+
+def _pair_text(p: Pair) -> str:
+    return "\n".join([p.prompt, *(m.content for m in p.context if m.role == "user")])
+
+
+# ----------------------------------------------------------------------------------------- samples
+
+class SampleMaker:
+    """Turns pairs into samples: wordings, extra criteria, answer positions, ids."""
+
+    def __init__(self, library: Library, cfg: BuildConfig, extra_pool: tuple[str, ...]):
+        self.lib, self.cfg = library, cfg
+        self.splits = {f: library.split(f, seed=cfg.seed, held_out_fraction=cfg.held_out_wordings)
+                       for f in library.families}
+        self.extra_pool = extra_pool
+        self.neutral = tuple(w for f in GENERAL_FAMILIES if f in library for w in self.splits[f].train)
+
+    def wordings(self, family: str, mode: str) -> tuple[str, ...]:
+        s = self.splits[family]
+        return {"train": s.train, "unseen": s.held_out, "all": s.train + s.held_out}[mode]
+
+    def make(self, p: Pair, rng: np.random.Generator, *, wordings: str, both_ways: bool,
+             extras: bool, source: str = "", rep: int = 0) -> list[PreferenceSample]:
+        """One sample (winner preferred), plus the flipped one when ``both_ways`` and the pair has a
+        loser family; ``rep`` > 0 makes another draw of wordings for the same pair and group."""
+        group = hashlib.sha1("\x00".join([p.source, p.key, p.winner, p.loser]).encode()).hexdigest()[:16]
+        tag = f"{rep}" if rep else ""
+        win_c = p.criteria or (self._pick(p.family, wordings, rng),)
+        lose_c = (self._pick(p.loser_family, wordings, rng),) if p.loser_family else ()
+        out = [self._sample(p, f"{group}:w{tag}", group, win_c, lose_c, True, rng, extras, source, p.family)]
+        if both_ways and lose_c:
+            out.append(self._sample(p, f"{group}:l{tag}", group, lose_c, win_c, False, rng, extras, source,
+                                    p.loser_family))
+        return out
+
+    def _pick(self, family: str, mode: str, rng: np.random.Generator) -> str:
+        ws = self.wordings(family, mode)
+        return ws[int(rng.integers(len(ws)))]
+
+    def _sample(self, p: Pair, idx: str, group: str, criteria: tuple[str, ...], loser_criteria: tuple[str, ...],
+                winner_preferred: bool, rng: np.random.Generator, extras: bool, source: str,
+                family: str) -> PreferenceSample:
+        crit = list(criteria)
+        if extras and rng.random() < self.cfg.multi_criteria_prob:
+            pool = self.extra_pool if p.family in GENERAL_FAMILIES or p.criteria else self.extra_pool + self.neutral
+            for _ in range(int(rng.integers(1, 3))):
+                crit.insert(int(rng.integers(len(crit) + 1)), pool[int(rng.integers(len(pool)))])
+        preferred = p.winner if winner_preferred else p.loser
+        other = p.loser if winner_preferred else p.winner
+        a_first = bool(rng.random() < 0.5)
+        ans_a, ans_b = (preferred, other) if a_first else (other, preferred)
+        meta = (("family", json.dumps(family)),
+                ("loser_criteria", json.dumps(list(loser_criteria), ensure_ascii=False)))
+        return PreferenceSample(
+            idx=idx, prompt=p.prompt,
+            model_a=p.context + (Message("assistant", ans_a),), model_b=p.context + (Message("assistant", ans_b),),
+            criteria=tuple(dict.fromkeys(crit)), preference="model_a" if a_first else "model_b",
+            source=source or p.source, group=group, meta=meta)
+
+
+# ----------------------------------------------------------------------------------------- builder
+
+def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
+    from usl.paths import shared_data
+
+    t0 = time.time()
+    root = Path(root or cfg.source or shared_data() or "")
+    if not (root / "alpaca_eval" / "split.json").is_file():
+        raise FileNotFoundError(f"no shared data at {root!s} (expected alpaca_eval/split.json)")
+    if cfg.holdout_topic and cfg.holdout_topic not in TOPICS:
+        raise ValueError(f"unknown holdout topic {cfg.holdout_topic!r}; known: {sorted(TOPICS)}")
+    library = load_library()
+    if cfg.holdout_family and cfg.holdout_family not in library:
+        raise ValueError(f"unknown holdout family {cfg.holdout_family!r}")
+    guard = leakage.load_guard(root)
+    # Short rubric questions only: long ones would crowd the answers out of a small model's context.
+    pool = tuple(r for r in (rubrics.rubric_pool(root / "rubrics") if (root / "rubrics").is_dir() else ())
+                 if len(r) <= 160)
+    maker = SampleMaker(library, cfg, pool or ("Does the response use correct grammar?",))
+    by_source, board_pairs, duplicates = collect_pairs(root, cfg.seed)
+
+    topic = re.compile(TOPICS[cfg.holdout_topic], re.I) if cfg.holdout_topic else None
+    routed: dict[str, dict[str, list[Pair]]] = defaultdict(lambda: defaultdict(list))
+    stats: dict[str, Counter] = defaultdict(Counter)
+    for src, n in duplicates.items():
+        stats[src]["dropped_duplicate"] = n
+    for src, pairs in by_source.items():
+        for p in pairs:
+            if guard.leaks(_pair_text(p)):
+                stats[src]["dropped_board"] += 1
+                continue
+            touches_holdout = cfg.holdout_family in (p.family, p.loser_family)
+            split = "topic" if topic and topic.search(p.prompt) else split_of(p.key, cfg.seed, cfg.dev_fraction,
+                                                                              cfg.eval_fraction)
+            if touches_holdout:
+                split = {"train": "dropped_holdout_family"}.get(split, "new_family")
+            routed[src][split].append(p)
+            stats[src][f"pairs_{split}"] += 1
+
+    files: dict[str, list[PreferenceSample]] = defaultdict(list)
+    for src in sorted(routed):
+        rng = _rng(cfg.seed, "samples/" + src)
+        parts = routed[src]
+        reps = cfg.domain_paraphrases if src.startswith("domain/") else 1
+        cap = int(cfg.max_per_source * (cfg.general_weight if src.startswith("general/") else reps))
+        files["train"] += _capped(parts["train"], cap, rng, lambda p: [
+            s for r in range(reps) for s in maker.make(p, rng, wordings="train", both_ways=True, extras=True,
+                                                       rep=r)])
+        files["dev"] += _capped(parts["dev"], max(50, int(cap * cfg.dev_fraction * 2)), rng, lambda p: maker.make(
+            p, rng, wordings="train", both_ways=True, extras=False))
+        for p_split, name, mode in (("eval", _eval_file(src), "unseen"), ("topic", "new_topic", "train"),
+                                    ("new_family", "domain_new_family", "all")):
+            if p_split in parts and name:
+                files[name] += _capped(parts[p_split], 2 * cfg.eval_max_pairs, rng, lambda p, m=mode: maker.make(
+                    p, rng, wordings=m, both_ways=True, extras=False))
+        contra = [p for p in parts["eval"] if p.loser_family and cfg.holdout_family not in (p.family, p.loser_family)]
+        files["contradictory"] += _capped(contra, 2 * cfg.eval_max_pairs, rng, lambda p: maker.make(
+            p, rng, wordings="unseen", both_ways=True, extras=False, source=f"contradictory/{src}"))
+    board_rng = _rng(cfg.seed, "samples/length/board_style")
+    files["length_flip"] = [s for p in board_pairs for s in maker.make(p, board_rng, wordings="unseen",
+                                                                      both_ways=True, extras=False)]
+
+    leakage.assert_clean(guard, files["train"], what="train")
+    leakage.assert_clean(guard, files["dev"], what="dev")
+    out = Path(cfg.out)
+    counts = _write(out, files, cfg)
+    for src, c in stats.items():
+        counts.setdefault("pairs", {}).update({f"{src}:{k}": v for k, v in sorted(c.items())})
+    seconds = time.time() - t0
+    _manifest(out, cfg, root, counts, maker, seconds)
+    log.info("built %d train / %d dev samples in %.1f s -> %s", len(files["train"]), len(files["dev"]), seconds, out)
+    return BuildResult(out, counts, seconds)
+
+
+def _eval_file(source: str) -> str:
+    family = source.split("/")[0]
+    return {"domain": "domain_style", "style": "style", "human": "human", "general": "general",
+            "rubric": "general"}.get(family, "")
+
+
+def _capped(pairs: list[Pair], cap_samples: int, rng: np.random.Generator,
+            make: Callable[[Pair], list[PreferenceSample]]) -> list[PreferenceSample]:
+    """Samples from a seeded random order of ``pairs`` until ``cap_samples`` are made."""
+    out: list[PreferenceSample] = []
+    for i in rng.permutation(len(pairs)):
+        if len(out) >= cap_samples:
+            break
+        out += make(pairs[int(i)])
+    return out
+
+
+def _write(out: Path, files: dict[str, list[PreferenceSample]], cfg: BuildConfig) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for name, samples in sorted(files.items()):
+        path = out / (f"{name}.jsonl" if name in ("train", "dev") else f"eval/{name}.jsonl")
+        _unique_ids(samples, name)
+        write_samples(path, samples)
+        if cfg.write_gzip and name in ("train", "dev"):
+            write_samples(out / f"{name}.jsonl.gz", samples)
+        counts[name] = dict(sorted(Counter(s.source for s in samples).items()))
+        counts[name]["_total"] = len(samples)
+    return counts
+
+
+def _unique_ids(samples: list[PreferenceSample], name: str) -> None:
+    dup = [k for k, v in Counter(s.idx for s in samples).items() if v > 1]
+    if dup:  # the same pair twice in one source (identical answers from two models); keep it findable
+        raise DataError(f"{name}: duplicate sample ids {dup[:3]}")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _manifest(out: Path, cfg: BuildConfig, root: Path, counts: dict, maker: SampleMaker, seconds: float) -> None:
+    inputs = {str(p.relative_to(root)): _sha256(p) for p in sorted(root.rglob("*"))
+              if p.is_file() and p.suffix in (".gz", ".json", ".jsonl")}
+    outputs = {str(p.relative_to(out)): _sha256(p) for p in sorted(out.rglob("*.jsonl*"))}
+    manifest = {
+        "usl_version": usl.__version__ if hasattr(usl, "__version__") else "",
+        "config": asdict(cfg), "seed": cfg.seed, "seconds": round(seconds, 1),
+        "counts": counts,
+        "wordings": {f: {"train": len(s.train), "held_out": len(s.held_out)} for f, s in maker.splits.items()},
+        "inputs_sha256": inputs, "outputs_sha256": outputs,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
