@@ -1,0 +1,34 @@
+"""`usl train-fast`: train the fast CRM (the interactive leaderboard's default judge) on CPU."""
+
+from __future__ import annotations
+
+import json
+from typing import List, Optional
+
+import typer
+
+from usl.cli.common import user_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("train-fast")
+    def train_fast_cmd(
+        ctx: typer.Context,
+        train: List[str] = typer.Option(..., "--train", help="Training JSONL (paper format); repeatable."),
+        dev: List[str] = typer.Option([], "--dev", help="Dev JSONL for early stopping; repeatable."),
+        out: str = typer.Option("artifacts/fast-crm", "--out", help="Output directory."),
+        epochs: int = typer.Option(12, help="Maximum epochs."),
+        seed: int = typer.Option(0, help="Seed for init, shuffling and noise."),
+        hidden: int = typer.Option(128, help="Hidden width."),
+        lr: float = typer.Option(2e-3, help="Learning rate."),
+    ) -> None:
+        """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
+        from usl import paths
+        from usl.crm.fast_train import FastTrainConfig, train_fast
+
+        with user_errors():
+            cfg = FastTrainConfig(train=list(train), dev=list(dev), out=out, epochs=epochs, seed=seed,
+                                  hidden=hidden, lr=lr)
+            report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
+        typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],
+                               "seconds": report["seconds"]}))

@@ -1,0 +1,128 @@
+"""The fast customizable reward model: criteria-conditioned scores over precomputed answer vectors.
+
+Shape of the computation (k criteria, N answers, d = 384, F style features, H hidden):
+
+    answer i   -> r_i (d, static MiniLM), f_i (F, standardised style features), q_i (cos with query)
+    criterion c -> e_c (d, contextual MiniLM); sign s_c = +1 for a like, -1 for "Avoid: ..."
+    s(c, i) = <U e_c, V [r_i; f_i]> + <G(e_c), f_i> + alpha * <e_c, r_i>          (k x N)
+    quality(i) = MLP([r_i; f_i; q_i])                                           (N,)
+    logit(A over B) = mean_c s_c * (s(c, A) - s(c, B)) + beta * (quality(A) - quality(B))
+
+Everything about an answer is computed once per benchmark; a new criteria set costs one MiniLM
+pass over a few short strings and a (k x H) @ (H x N) product. The logit is antisymmetric by
+construction, so swapping A and B flips the decision exactly (swap consistency is 1.0), and each
+criterion's share of the decision is a term of the sum (the per-criterion breakdown for free).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from usl.crm.features import FEATURES
+
+AVOID_PREFIX = "avoid:"
+
+
+def split_sign(criterion: str) -> tuple[str, float]:
+    """ "Avoid: jargon" -> ("jargon", -1.0); anything else is a like with sign +1."""
+    text = criterion.strip()
+    if text.lower().startswith(AVOID_PREFIX):
+        return text[len(AVOID_PREFIX):].strip(), -1.0
+    return text, 1.0
+
+
+@dataclass
+class FastCRMConfig:
+    dim: int = 384
+    n_features: int = len(FEATURES)
+    hidden: int = 128
+    dropout: float = 0.1
+    features: tuple[str, ...] = FEATURES
+
+
+class FastCRM(nn.Module):
+    def __init__(self, cfg: FastCRMConfig, vocab_size: int = 30522):
+        super().__init__()
+        self.cfg = cfg
+        d, F, H = cfg.dim, cfg.n_features, cfg.hidden
+        self.register_buffer("feat_mean", torch.zeros(F))
+        self.register_buffer("feat_std", torch.ones(F))
+        self.register_buffer("idf", torch.ones(vocab_size))
+        self.crit_sem = nn.Sequential(nn.Linear(d, H), nn.GELU(), nn.Linear(H, H))
+        self.resp_sem = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F, H), nn.GELU(), nn.Linear(H, H))
+        self.crit_feat = nn.Sequential(nn.Linear(d, H), nn.GELU(), nn.Linear(H, F))
+        self.alpha = nn.Parameter(torch.tensor(2.0))
+        self.quality = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F + 1, H), nn.GELU(), nn.Linear(H, 1))
+        self.beta = nn.Parameter(torch.tensor(1.0))
+
+    # -- answers -----------------------------------------------------------------------------------
+    def answer_repr(self, r: torch.Tensor, feats: torch.Tensor, cos_q: torch.Tensor) -> dict[str, torch.Tensor]:
+        """r (N, d), feats (N, F) raw, cos_q (N,) -> the criteria-independent part, cacheable."""
+        f = (feats - self.feat_mean) / self.feat_std
+        f = f.clamp(-6, 6)
+        rf = torch.cat([r, f], -1)
+        return {"r": r, "f": f, "z": self.resp_sem(rf),
+                "quality": self.quality(torch.cat([rf, cos_q[:, None]], -1)).squeeze(-1)}
+
+    # -- criteria ----------------------------------------------------------------------------------
+    def criteria_repr(self, e: torch.Tensor) -> dict[str, torch.Tensor]:
+        """e (k, d) contextual criterion embeddings -> per-criterion projections."""
+        return {"e": e, "u": self.crit_sem(e), "g": self.crit_feat(e)}
+
+    def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
+        """(k, N): how well each answer satisfies each criterion, before signs."""
+        return C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T)
+
+    # -- pairs (training and judging) --------------------------------------------------------------
+    def pair_logits(self, C: dict, A: dict, a_idx: torch.Tensor, b_idx: torch.Tensor,
+                    crit_idx: torch.Tensor, crit_sign: torch.Tensor, crit_pair: torch.Tensor,
+                    n_pairs: int) -> torch.Tensor:
+        """Logit that answer a beats answer b, for n_pairs pairs.
+
+        crit_idx/crit_sign/crit_pair (M,) list each (criterion, pair) membership: pair p is judged
+        under criteria {crit_idx[m] : crit_pair[m] == p} with signs crit_sign[m].
+        """
+        u, g, e = C["u"][crit_idx], C["g"][crit_idx], C["e"][crit_idx]
+        pa, pb = a_idx[crit_pair], b_idx[crit_pair]
+        dz = A["z"][pa] - A["z"][pb]
+        df = A["f"][pa] - A["f"][pb]
+        dr = A["r"][pa] - A["r"][pb]
+        per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1))
+        total = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, per)
+        count = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, torch.ones_like(per))
+        return total / count.clamp(min=1) + self.beta * (A["quality"][a_idx] - A["quality"][b_idx])
+
+    # -- persistence -------------------------------------------------------------------------------
+    def save(self, out_dir: str | Path, extra: dict | None = None) -> None:
+        from safetensors.torch import save_file
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.detach().contiguous() for k, v in self.state_dict().items()}, out / "model.safetensors")
+        cfg = asdict(self.cfg) | {"vocab_size": int(self.idf.numel())}
+        (out / "config.json").write_text(json.dumps(cfg | {"extra": extra or {}}, indent=2))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "FastCRM":
+        from safetensors.torch import load_file
+
+        p = Path(path)
+        raw = json.loads((p / "config.json").read_text())
+        raw.pop("extra", None)
+        vocab = raw.pop("vocab_size", 30522)
+        raw["features"] = tuple(raw["features"])
+        if raw["features"] != FEATURES:
+            raise ValueError(f"{p}: model was trained with other style features; retrain it")
+        model = cls(FastCRMConfig(**raw), vocab_size=vocab)
+        model.load_state_dict(load_file(p / "model.safetensors"))
+        return model.eval()
+
+
+def as_tensor(x: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))

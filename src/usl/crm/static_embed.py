@@ -1,0 +1,118 @@
+"""Static token embeddings distilled from all-MiniLM-L6-v2, for embedding long answers fast.
+
+Why: the interactive leaderboard needs a criteria-independent vector for each of ~21,000 answers,
+computed once per benchmark on a 2-core CPU. The full MiniLM encoder manages about 20-40 answers a
+second there (10+ minutes). Instead we run MiniLM once over every vocabulary token on its own
+(``[CLS] tok [SEP]``, mean-pooled exactly as sentence-transformers pools a sentence), keep that
+table, and embed an answer as the IDF-weighted mean of its tokens' vectors (the Model2Vec recipe).
+That runs at thousands of answers a second and lands in (roughly) the same space as MiniLM's
+sentence embeddings, so a criterion embedded by the real encoder can be compared with it.
+
+The table (30,522 x 384 float16, ~23 MB) is built on first use (about a minute) and cached as
+``.npy`` in the cache directory, keyed by the encoder's identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from usl.data.embed import encoder_path
+
+log = logging.getLogger(__name__)
+TABLE_VERSION = "static-minilm-v1"
+
+
+def _table_path(cache_dir: Path) -> Path:
+    tag = hashlib.sha256(f"{TABLE_VERSION}\0{encoder_path()}".encode()).hexdigest()[:12]
+    return cache_dir / f"static_minilm_{tag}.npy"
+
+
+def build_table(batch_size: int = 1024, show_progress: bool = True) -> np.ndarray:
+    """Run MiniLM over each vocabulary token alone; return (vocab, 384) float16, L2-normalised."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from tqdm.auto import tqdm
+
+    tok = AutoTokenizer.from_pretrained(encoder_path())
+    model = AutoModel.from_pretrained(encoder_path()).eval()
+    vocab = tok.vocab_size
+    out = np.zeros((vocab, model.config.hidden_size), np.float32)
+    cls, sep = tok.cls_token_id, tok.sep_token_id
+    with torch.inference_mode():
+        for start in tqdm(range(0, vocab, batch_size), desc="distilling static embeddings",
+                          disable=not show_progress, unit="batch"):
+            ids = torch.arange(start, min(start + batch_size, vocab))
+            x = torch.stack([torch.full_like(ids, cls), ids, torch.full_like(ids, sep)], 1)
+            h = model(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state.mean(1)
+            out[start:start + len(ids)] = torch.nn.functional.normalize(h, dim=-1).numpy()
+    return out.astype(np.float16)
+
+
+class StaticEmbedder:
+    """``encode(texts) -> (n, 384) float32`` L2-normalised; ``idf`` weights tokens (ones if None)."""
+
+    def __init__(self, cache_dir: str | Path, idf: np.ndarray | None = None, max_tokens: int = 2048):
+        self.cache_dir = Path(cache_dir)
+        self.max_tokens = max_tokens
+        self._table: np.ndarray | None = None
+        self._tok = None
+        self.idf = idf
+
+    @property
+    def tokenizer(self):
+        if self._tok is None:
+            from transformers import AutoTokenizer
+
+            self._tok = AutoTokenizer.from_pretrained(encoder_path())
+        return self._tok
+
+    @property
+    def table(self) -> np.ndarray:
+        if self._table is None:
+            path = _table_path(self.cache_dir)
+            if path.exists():
+                self._table = np.load(path)
+            else:
+                self.cache_dir.mkdir(parents=True, exist_ok=True)
+                table = build_table()
+                tmp = path.with_name(path.stem + ".tmp.npy")
+                np.save(tmp, table)
+                tmp.replace(path)
+                self._table = table
+        return self._table
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        enc = self.tokenizer(list(texts), add_special_tokens=False, truncation=True,
+                             max_length=self.max_tokens)["input_ids"]
+        return enc
+
+    def encode_ids(self, ids: list[list[int]]) -> np.ndarray:
+        """Weighted mean of token vectors as one sparse-dense product."""
+        from scipy import sparse
+
+        table = self.table
+        rows = np.repeat(np.arange(len(ids)), [len(x) for x in ids])
+        cols = np.fromiter((t for x in ids for t in x), dtype=np.int64, count=len(rows))
+        w = self.idf[cols] if self.idf is not None else np.ones(len(cols), np.float32)
+        m = sparse.csr_matrix((w.astype(np.float32), (rows, cols)), shape=(len(ids), table.shape[0]))
+        out = np.asarray(m @ table.astype(np.float32))
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return (out / np.maximum(norms, 1e-8)).astype(np.float32)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self.encode_ids(self.token_ids(texts))
+
+
+def fit_idf(ids: list[list[int]], vocab_size: int) -> np.ndarray:
+    """Smoothed IDF over documents (token-id lists): log((1 + N) / (1 + df)) + 1."""
+    df = np.zeros(vocab_size, np.float64)
+    for x in ids:
+        df[np.unique(np.asarray(x, dtype=np.int64))] += 1
+    return (np.log((1 + len(ids)) / (1 + df)) + 1).astype(np.float32)

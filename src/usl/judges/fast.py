@@ -1,0 +1,132 @@
+"""The fast CRM as a judge: ``fast`` and ``default``.
+
+Answers are embedded once (``AnswerBank``); a criteria set costs one small MiniLM pass, after which
+judging every answer of a benchmark against its baseline is a handful of matrix products. The
+decision is antisymmetric (A vs B is exactly the mirror of B vs A), so callers that average both
+orders get the same number and ``judge_matrix`` skips the second order altogether.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from usl import paths
+from usl.crm.answer_bank import AnswerBank, Progress
+from usl.crm.fast_model import FastCRM, as_tensor, split_sign
+from usl.crm.static_embed import StaticEmbedder
+from usl.data.embed import Embedder
+from usl.judges.base import JudgeRequest, Verdict
+from usl.judges.registry import register
+from usl.types import Criteria
+
+log = logging.getLogger(__name__)
+DEFAULT_WEIGHTS = "fast-crm"
+
+
+def shipped_weights(name: str = DEFAULT_WEIGHTS) -> Path:
+    return Path(str(resources.files("usl.crm").joinpath("weights", name)))
+
+
+def _weights_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(path.glob("*")):
+        if f.is_file():
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+class FastJudge:
+    can_tie = False
+    cacheable = False  # recomputing is cheaper than a SQLite round trip
+
+    def __init__(self, weights: str | Path | None = None, home: str | None = None, name: str = "fast"):
+        self.weights = Path(weights) if weights else shipped_weights()
+        if not (self.weights / "model.safetensors").exists():
+            raise FileNotFoundError(f"no fast CRM weights in {self.weights}")
+        self.name = name
+        self.version = f"fast-{_weights_hash(self.weights)}"
+        self.model = FastCRM.load(self.weights)
+        torch.set_grad_enabled(False)
+        cache = paths.cache_dir(home)
+        self.static = StaticEmbedder(cache / "static", idf=self.model.idf.numpy())
+        self.bank = AnswerBank(self.static, cache / "answers")
+        self.embedder = Embedder(cache / "embeddings")
+        self._answer_repr: dict | None = None
+        self._repr_rows = 0
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    # -- building blocks ---------------------------------------------------------------------------
+    def _answers(self) -> dict:
+        """Answer representations for every row of the bank (recomputed only when it grew)."""
+        if self._answer_repr is None or self._repr_rows != len(self.bank):
+            with torch.inference_mode():
+                self._answer_repr = self.model.answer_repr(as_tensor(self.bank.r), as_tensor(self.bank.feats),
+                                                           as_tensor(self.bank.cos_q))
+            self._repr_rows = len(self.bank)
+        return self._answer_repr
+
+    def _criteria(self, criteria: Sequence[str]) -> tuple[dict, torch.Tensor]:
+        texts, signs = zip(*(split_sign(c) for c in criteria)) if criteria else ((), ())
+        e = self.embedder.encode(list(texts)) if texts else np.zeros((0, 384), np.float32)
+        with torch.inference_mode():
+            return self.model.criteria_repr(as_tensor(e)), torch.tensor(signs, dtype=torch.float32)
+
+    def prepare(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> None:
+        """Embed a benchmark's answers ahead of time (cached on disk)."""
+        self.bank.preload(queries, answers, progress)
+        self._answers()
+
+    def criterion_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
+                         baseline_answers: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Per-criterion logit contributions (k, n) and the quality term (n,) for model vs baseline."""
+        crit = criteria.as_list() or ["The answer is helpful, accurate and well written."]
+        ra = torch.from_numpy(self.bank.rows(queries, model_answers))
+        rb = torch.from_numpy(self.bank.rows(queries, baseline_answers))
+        A = self._answers()
+        C, signs = self._criteria(crit)
+        with torch.inference_mode():
+            S = self.model.criterion_scores(C, A)  # (k, N)
+            per = signs[:, None] * (S[:, ra] - S[:, rb]) / len(crit)
+            qual = self.model.beta * (A["quality"][ra] - A["quality"][rb])
+        return crit, per.numpy(), qual.numpy()
+
+    # -- the Judge protocol ------------------------------------------------------------------------
+    def judge_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
+                     baseline_answers: Sequence[str]) -> np.ndarray:
+        """P(model answer beats baseline answer), shape (n,); both orders agree by construction."""
+        _, per, qual = self.criterion_matrix(criteria, queries, model_answers, baseline_answers)
+        return 1.0 / (1.0 + np.exp(-(per.sum(0) + qual)))
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        out: list[Verdict] = []
+        by_criteria: dict[Criteria, list[int]] = {}
+        for i, r in enumerate(requests):
+            by_criteria.setdefault(r.criteria, []).append(i)
+        p = np.zeros(len(requests))
+        for crit, idx in by_criteria.items():
+            p[idx] = self.judge_matrix(crit, [requests[i].query for i in idx],
+                                       [requests[i].response_a for i in idx],
+                                       [requests[i].response_b for i in idx])
+        out.extend(Verdict(float(x)) for x in p)
+        return out
+
+
+@register("fast")
+def _fast(arg: str | None = None, home: str | None = None, **_) -> FastJudge:
+    return FastJudge(arg, home=home, name="fast")
+
+
+@register("default")
+def _default(arg: str | None = None, home: str | None = None, **_) -> FastJudge:
+    return FastJudge(arg, home=home, name="default")
