@@ -35,6 +35,8 @@ class Answers:
     _fp: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
     _qfp: dict[str, int] = field(default_factory=dict, repr=False)
     _words: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _grids: dict[tuple, "PairGrid"] = field(default_factory=dict, repr=False)
+    _lengths: dict[tuple, np.ndarray] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.query_text = {q.id: q.text for q in self.benchmark.queries}
@@ -61,8 +63,30 @@ class Answers:
             fp = self._fp[key] = fingerprint(self.responses[key])
         return fp
 
+    def grid(self, baseline: str, models: tuple[str, ...], query_ids: tuple[str, ...]) -> "PairGrid":
+        """Which (model, query) pairs can be judged, and their content fingerprints; memoised."""
+        key = (baseline, models, query_ids)
+        g = self._grids.get(key)
+        if g is None:
+            content = np.full((len(models), len(query_ids)), -1, dtype=np.int64)
+            for j, q in enumerate(query_ids):
+                if (q, baseline) not in self.responses:
+                    continue
+                for i, m in enumerate(models):
+                    if (q, m) in self.responses:
+                        content[i, j] = self.content(q, m, baseline)
+            g = self._grids[key] = PairGrid(models, query_ids, content)
+        return g
+
     def lengths(self, models: list[str], query_ids: list[str]) -> np.ndarray:
-        """(len(models), len(query_ids)) answer lengths in whitespace words; NaN when missing."""
+        """(len(models), len(query_ids)) answer lengths in whitespace words; NaN when missing. Memoised."""
+        key = (tuple(models), tuple(query_ids))
+        if key not in self._lengths:
+            self._lengths[key] = self._count_words(models, query_ids)
+            self._lengths[key].setflags(write=False)
+        return self._lengths[key]
+
+    def _count_words(self, models: list[str], query_ids: list[str]) -> np.ndarray:
         out = np.full((len(models), len(query_ids)), np.nan)
         for i, m in enumerate(models):
             for j, q in enumerate(query_ids):
@@ -74,3 +98,23 @@ class Answers:
                     n = self._words[(q, m)] = len(t.split())
                 out[i, j] = n
         return out
+
+
+@dataclass(frozen=True)
+class PairGrid:
+    """The judgeable pairs of one (baseline, models, queries) selection.
+
+    ``content[i, j]``: fingerprint of (query j, model i's answer, the baseline's answer), or -1 when
+    either answer is missing (the pair is not judged and its score stays NaN).
+    """
+
+    models: tuple[str, ...]
+    query_ids: tuple[str, ...]
+    content: np.ndarray
+
+    @property
+    def answered(self) -> np.ndarray:
+        return self.content >= 0
+
+    def pairs(self) -> list[tuple[int, int]]:
+        return [(int(i), int(j)) for i, j in zip(*np.nonzero(self.answered))]

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+import numpy as np
+
 from usl.store.db import Store
 
 # Order codes of the ``swapped`` column.
@@ -37,17 +39,48 @@ class Judgment:
     p_tie: float = 0.0
 
 
+@dataclass(frozen=True)
+class CachedRows:
+    """Stored judgments of one scope as parallel columns; ``score`` = p_a + p_tie / 2."""
+
+    model: list[str]
+    query_id: list[str]
+    swapped: np.ndarray
+    content: np.ndarray
+    score: np.ndarray
+
+    def fill(self, models: tuple[str, ...], query_ids: tuple[str, ...], content: np.ndarray,
+             orders: tuple[int, ...]) -> list[np.ndarray]:
+        """Per order, the (M, Q) scores whose content fingerprint still matches; NaN elsewhere."""
+        outs = [np.full(content.shape, np.nan) for _ in orders]
+        if not self.model:
+            return outs
+        mi = {m: i for i, m in enumerate(models)}
+        qi = {q: j for j, q in enumerate(query_ids)}
+        im = np.fromiter(map(lambda m: mi.get(m, -1), self.model), np.int64, len(self.model))
+        iq = np.fromiter(map(lambda q: qi.get(q, -1), self.query_id), np.int64, len(self.query_id))
+        known = np.flatnonzero((im >= 0) & (iq >= 0))
+        known = known[content[im[known], iq[known]] == self.content[known]]
+        for order, out in zip(orders, outs):
+            sel = known[self.swapped[known] == order]
+            out[im[sel], iq[sel]] = self.score[sel]
+        return outs
+
+
 class JudgmentCache:
     def __init__(self, store: Store):
         self.store = store
 
-    def lookup(self, scope: CacheScope) -> dict[tuple[str, str, int, int], tuple[float, float]]:
-        """``{(model, query_id, swapped, content): (p_a, p_tie)}`` for the whole scope, one SELECT."""
+    def lookup(self, scope: CacheScope) -> "CachedRows":
+        """Every stored judgment of the scope, as columns (one SELECT)."""
         rows = self.store.con.execute(
-            "SELECT model, query_id, swapped, content, p_a, p_tie FROM judgments "
+            "SELECT model, query_id, swapped, content, p_a + 0.5 * p_tie FROM judgments "
             "WHERE judge=? AND criteria=? AND benchmark=? AND baseline=?",
             (scope.judge, scope.criteria, scope.benchmark, scope.baseline)).fetchall()
-        return {(m, q, s, c): (pa, pt) for m, q, s, c, pa, pt in rows}
+        if not rows:
+            return CachedRows([], [], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+        m, q, sw, c, sc = zip(*rows)
+        return CachedRows(list(m), list(q), np.array(sw, np.int64), np.array(c, np.int64), np.array(sc, float))
 
     def insert(self, scope: CacheScope, judgments: Iterable[Judgment]) -> int:
         """Write one batch in one transaction; returns how many rows were new."""

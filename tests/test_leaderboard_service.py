@@ -1,0 +1,179 @@
+"""The service and the CLI on a small benchmark in a real store, with a criteria-aware test judge."""
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from usl.cli import app
+from usl.judges.base import Verdict
+from usl.judges.registry import register
+from usl.leaderboard.service import LeaderboardService
+from usl.leaderboard.types import LeaderboardSpec
+from usl.store import Store
+from usl.store.benchmarks import save_benchmark
+from usl.types import Benchmark, Criteria, Query, Response
+
+CALLS = {"n": 0}
+
+
+@dataclass
+class StyleJudge:
+    """Prefers the longer answer, or the shorter one when a like says 'concise'; ties on equal length."""
+
+    name: str = "style"
+    version: str = "1"
+    can_tie: bool = True
+
+    @property
+    def identity(self):
+        return f"{self.name}@{self.version}"
+
+    def judge(self, requests):
+        CALLS["n"] += len(requests)
+        out = []
+        for r in requests:
+            la, lb = len(r.response_a.split()), len(r.response_b.split())
+            if any("concise" in c for c in r.criteria.likes):
+                la, lb = -la, -lb
+            out.append(Verdict(1.0) if la > lb else Verdict(0.0) if la < lb else Verdict(0.0, 1.0))
+        return out
+
+
+register("style")(lambda arg=None, **_: StyleJudge())
+
+# model -> words per answer; m3 misses q9
+WORDS = {"base": 10, "m1": 20, "m2": 5, "m3": 15}
+N_Q = 10
+
+
+@pytest.fixture
+def home(tmp_path):
+    store = Store(tmp_path / "usl.sqlite")
+    queries = tuple(Query(f"q{i}", f"question {i}") for i in range(N_Q))
+    resp = [Response(q.id, m, " ".join(["w"] * (w + (i % 3 if m == "m1" else 0))))
+            for i, q in enumerate(queries) for m, w in WORDS.items() if not (m == "m3" and i == 9)]
+    save_benchmark(store, Benchmark("tiny", queries, tuple(WORDS), "base"), resp, source="test")
+    store.close()
+    return tmp_path
+
+
+def spec(**kw):
+    kw.setdefault("criteria", Criteria(("helpful",)))
+    return LeaderboardSpec(benchmark="tiny", judge="style", n_bootstrap=200, **kw)
+
+
+def test_rank_values_missing_and_spec(home):
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    board = svc.rank(spec())
+    rows = {r.model: r for r in board.rows}
+    assert [r.model for r in board.rows] == ["m1", "m3", "m2"]
+    assert rows["m1"].win_rate == 100.0 and rows["m2"].win_rate == 0.0
+    assert (rows["m3"].n, rows["m3"].n_missing) == (9, 1)
+    assert rows["m1"].rank == 1 and rows["m2"].rank == 3
+    assert rows["m2"].avg_length == 5.0
+    assert rows["m1"].lc_win_rate is not None
+    s = board.spec
+    assert s["judge_identity"] == "style@1" and s["baseline"] == "base" and s["benchmark_version"]
+    assert s["length_control"] == "on" and s["n_bootstrap"] == 200 and "usl_version" in s
+    assert rows["m1"].rating > 1000 > rows["m2"].rating
+
+
+def test_cached_second_rank_judges_nothing_and_is_identical(home):
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    first = svc.rank(spec())
+    n = CALLS["n"]
+    again = LeaderboardService(Store(home / "usl.sqlite")).rank(spec())   # fresh instance: the SQLite cache
+    assert CALLS["n"] == n
+    assert first.to_json() == again.to_json()
+
+
+def test_length_control_off_and_breakdown(home):
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    board = svc.rank(spec(criteria=Criteria(("Be concise", "helpful"))))
+    assert board.spec["length_control"].startswith("off") and "concise" in board.spec["length_control"]
+    assert all(r.lc_win_rate is None for r in board.rows)
+    assert set(board.criteria_breakdown) == {"Be concise", "helpful"}
+    assert board.criteria_breakdown["Be concise"]["m2"] == 100.0
+    assert board.criteria_breakdown["helpful"]["m2"] == 0.0
+    assert sum(board.criteria_contribution.values()) == pytest.approx(1.0, abs=1e-3)
+    assert board.criteria_contribution["Be concise"] > 0.9     # the combined judge follows 'concise'
+
+
+def test_compare_concise_vs_detailed_reverses_and_warns(home):
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    cmp = svc.compare(spec(criteria=Criteria(("concise",))), spec(criteria=Criteria(("detailed", "brief"))))
+    assert cmp.kendall_tau == pytest.approx(-1.0)
+    assert any(w.startswith("B: ") and "length" in w for w in cmp.warnings)
+
+
+def test_examples_alternate_wins_and_losses(home):
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    ex = svc.examples(spec(criteria=Criteria(("concise",))), "m3", limit=3)
+    assert len(ex) == 3 and all(e.p_model_wins == 0.0 for e in ex)       # m3 is longer: loses everywhere
+    assert ex[0].baseline_answer == " ".join(["w"] * 10)
+    with pytest.raises(ValueError, match="unknown model"):
+        svc.examples(spec(), "nope")
+
+
+@pytest.mark.parametrize("kw,msg", [({"baseline": "zzz"}, "baseline 'zzz' is not a model"),
+                                    ({"topics": ("a",), "use_case": "b"}, "not both"),
+                                    ({"judge": "nope"}, "unknown judge")])
+def test_errors(home, kw, msg):
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    s = LeaderboardSpec(**({"benchmark": "tiny", "judge": "style"} | kw))
+    with pytest.raises(ValueError, match=msg):
+        svc.rank(s)
+
+
+def test_other_baseline(home):
+    board = LeaderboardService(Store(home / "usl.sqlite")).rank(spec(baseline="m2"))
+    assert {r.model for r in board.rows} == {"base", "m1", "m3"}
+    assert all(r.win_rate == 100.0 for r in board.rows)
+
+
+runner = CliRunner()
+
+
+def cli(home, *args):
+    return runner.invoke(app, ["--home", str(home), *args])
+
+
+def test_cli_rank_json_contract(home):
+    res = cli(home, "rank", "--benchmark", "tiny", "--judge", "style", "-c", "helpful", "--format", "json",
+              "--n-bootstrap", "100")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["spec"]["judge_identity"] == "style@1" and out["spec"]["seed"] == 0
+    row = out["rows"][0]
+    assert {"model", "rank", "win_rate", "ci", "n", "topics"} <= set(row)
+    assert row["model"] == "m1" and len(row["ci"]) == 2
+
+
+@pytest.mark.parametrize("fmt,first", [("csv", "rank,model,win_rate"), ("md", "| # | model"), ("table", "#")])
+def test_cli_rank_formats(home, fmt, first):
+    res = cli(home, "rank", "--benchmark", "tiny", "--judge", "style", "--format", fmt, "--n-bootstrap", "50")
+    assert res.exit_code == 0, res.output
+    assert res.stdout.lstrip().startswith(first)
+    assert "m1" in res.stdout
+
+
+def test_cli_compare_json_has_tau_and_warning(home):
+    res = cli(home, "compare", "--benchmark", "tiny", "--judge", "style", "--a-criteria", "concise",
+              "--b-criteria", "detailed", "--b-criteria", "brief", "--json", "--n-bootstrap", "50")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["kendall_tau"] == pytest.approx(-1.0)
+    assert out["a"]["rows"] and out["b"]["rows"]
+    assert any("length" in w for w in out["warnings"])
+
+
+@pytest.mark.parametrize("args,msg", [(["rank", "--format", "xml"], "--format must be one of"),
+                                      (["rank", "--benchmark", "nope"], "unknown benchmark"),
+                                      (["compare", "--a-criteria", "x"], "give both sets")])
+def test_cli_errors_exit_2(home, args, msg):
+    res = cli(home, *args)
+    assert res.exit_code == 2
+    assert msg in res.output
