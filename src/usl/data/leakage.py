@@ -10,7 +10,7 @@ Both sides are normalised (:func:`normalise`): Unicode NFKC, lower case, transcr
 ("Human:", "## Assistant:", "User:") dropped, every non-alphanumeric run turned into one space.
 A text *leaks* when
 
-* it equals a board instruction, or
+* it equals a board instruction, or one turn of it does (transcripts are split on their markers), or
 * it contains a board instruction as a whole-word substring (board instructions of fewer than
   ``min_contain_chars`` normalised characters must match exactly: "who is larry page" is fine to
   look for inside a transcript, "hi" is not), or
@@ -70,7 +70,10 @@ class BoardGuard:
     def leaks(self, text: str) -> bool:
         n = normalise(text)
         if n not in self._memo:
-            self._memo[n] = self._check(n)
+            # Each turn of a transcript on its own, too: a short board query ("Write \"Test\"") is
+            # only looked for by exact match, and must still be found as one turn of a dialogue.
+            turns = (normalise(t) for t in _MARKUP.split(text)) if _MARKUP.search(text) else ()
+            self._memo[n] = self._check(n) or any(t in self.board for t in turns)
         return self._memo[n]
 
     def _check(self, n: str) -> bool:

@@ -1,0 +1,62 @@
+"""The real build from ../shared/data (skipped without it): no board query in train or dev."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from usl.data.build_train import BuildConfig, build
+from usl.data.io import read_json
+from usl.data.leakage import load_guard, normalise
+from usl.data.paper_jsonl import read_samples
+from usl.paths import shared_data
+
+ROOT = shared_data()
+pytestmark = pytest.mark.skipif(ROOT is None, reason="no ../shared/data")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data")
+    t0 = time.time()
+    res = build(BuildConfig(out=str(out), max_per_source=400, write_gzip=False), root=ROOT)
+    return out, res, time.time() - t0
+
+
+def test_no_board_query_in_train_or_dev(built):
+    out, res, seconds = built
+    split = read_json(ROOT / "alpaca_eval" / "split.json")
+    base = read_json(ROOT / "alpaca_eval" / "outputs" / f"{split['baseline']}.json.gz")
+    board = {normalise(base[i]["instruction"]) for i in split["board"]}
+    guard = load_guard(ROOT)
+    for name in ("train", "dev"):
+        samples = read_samples(out / f"{name}.jsonl")
+        assert len(samples) > 100
+        users = {normalise(m.content) for s in samples for m in s.model_a + s.model_b if m.role == "user"}
+        assert not (users & board), name                  # independent exact check
+        assert not ({normalise(s.prompt) for s in samples} & board), name
+        assert guard.find_leaks(samples) == [], name      # the containment guard
+    assert seconds < 60
+
+
+def test_eval_files_and_manifest(built):
+    out, res, _ = built
+    manifest = json.loads((out / "manifest.json").read_text())
+    for name in ("length_flip", "domain_style", "domain_new_family", "new_topic", "human", "contradictory"):
+        assert manifest["counts"][name]["_total"] > 0, name
+        samples = read_samples(out / "eval" / f"{name}.jsonl")
+        prefs = [s.preference for s in samples]
+        assert 0.35 < prefs.count("model_a") / len(prefs) < 0.65, name  # positions randomised
+    assert manifest["counts"]["pairs"]["human/pandalm:dropped_board"] > 400
+    # Length flip: the same pair under concise and detailed criteria, preferring opposite answers.
+    flip = read_samples(out / "eval" / "length_flip.jsonl")
+    groups: dict[str, list] = {}
+    for s in flip:
+        groups.setdefault(s.group, []).append(s)
+    assert all(len(g) == 2 for g in groups.values())
+    a, b = next(iter(groups.values()))
+    pa = a.response_a if a.preference == "model_a" else a.response_b
+    pb = b.response_a if b.preference == "model_a" else b.response_b
+    assert pa != pb
