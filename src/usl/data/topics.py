@@ -205,7 +205,7 @@ def build_topics(store: Store, benchmark: str, embedder=None, config: TopicConfi
     topics = [Topic(curated[j].slug, curated[j].name, kw,
                     tuple(bench.queries[i].id for i in np.flatnonzero(labels == j)))
               for j, kw in zip(used, words)]
-    _save(store, benchmark, topics)
+    save_topics(store, benchmark, topics)
     log.info("built %d topics over %d queries of %r", len(topics), len(texts), benchmark)
     return topics
 
@@ -214,7 +214,8 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return (v / np.linalg.norm(v)).astype(np.float32)
 
 
-def _save(store: Store, benchmark: str, topics: list[Topic]) -> None:
+def save_topics(store: Store, benchmark: str, topics: Sequence[Topic]) -> None:
+    """Replace the benchmark's topics in one transaction."""
     with store.transaction() as con:
         con.execute("DELETE FROM query_topics WHERE benchmark=?", (benchmark,))
         con.execute("DELETE FROM topics WHERE benchmark=?", (benchmark,))
@@ -222,6 +223,9 @@ def _save(store: Store, benchmark: str, topics: list[Topic]) -> None:
                         [(benchmark, t.id, t.name, ",".join(t.keywords)) for t in topics])
         con.executemany("INSERT INTO query_topics(benchmark, query_id, topic_id) VALUES (?,?,?)",
                         [(benchmark, q, t.id) for t in topics for q in t.query_ids])
+
+
+_save = save_topics  # older name, still used by tests elsewhere
 
 
 def load_topics(store: Store, benchmark: str) -> list[Topic]:
