@@ -40,8 +40,8 @@ class FakeService:
     """Default spec: win rates 80, 70, ..., 30 in MODELS order, CIs +-4 (so ranks 1..6).
     Any other criteria reverse the order; topics and use case shift every rate by -5."""
 
-    def __init__(self, delay_s: float = 0.0, steps: int = 4):
-        self.delay_s, self.steps = delay_s, steps
+    def __init__(self, delay_s: float = 0.0, steps: int = 4, contradiction_delay_s: float = 0.0):
+        self.delay_s, self.steps, self.contradiction_delay_s = delay_s, steps, contradiction_delay_s
         self.rank_calls: list[LeaderboardSpec] = []
         self._lock = threading.Lock()
 
@@ -90,6 +90,7 @@ class FakeService:
                         topic=TOPICS[i % 3].name) for i in range(limit)]
 
     def contradictions(self, criteria: Criteria) -> list[str]:
+        time.sleep(self.contradiction_delay_s)
         norm = lambda s: " ".join(s.lower().split())
         avoid = {norm(a): a for a in criteria.avoid}
         return [f"You both like and avoid: {like}" for like in criteria.likes if norm(like) in avoid]

@@ -85,7 +85,7 @@ def test_customize_rank_and_share(page, site):
     first = page.locator("#leaderboard tbody tr").first
     assert first.locator("td").nth(1).inner_text() == "foxtrot-pro"
     assert first.locator("td").nth(3).inner_text() == "▲ 5"                # 6th by default -> 1st
-    assert page.locator("#leaderboard thead th.topic").all_inner_texts() == ["Coding & debu…"]
+    assert page.locator("#leaderboard thead th.topic").all_inner_texts() == ["Coding & debugging"]
     assert page.locator("#rank-plot svg g.pt").count() == len(MODELS)
     assert page.locator("#breakdown tbody tr[data-model]").count() == len(MODELS)
 

@@ -202,3 +202,13 @@ def test_page_and_security_headers(served):
     js = c.get("/static/app.js")
     assert js.status_code == 200 and "innerHTML" not in js.text.replace("never innerHTML", "")
     assert c.get("/static/style.css").status_code == 200
+
+
+def test_a_slow_contradiction_check_does_not_hold_the_table_back():
+    svc = FakeService(contradiction_delay_s=0.6)
+    with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
+        r = httpx.get(url + "/api/leaderboard/stream", params=[("likes", "Tables"), ("avoid", "tables")], timeout=30)
+    evs = events(r.text)
+    assert [k for k, _ in evs][-2:] == ["result", "warnings"]
+    assert evs[-2][1]["warnings"] == [] and evs[-2][1]["elapsed_s"] < 0.5
+    assert evs[-1][1] == {"warnings": ["You both like and avoid: Tables"]}

@@ -91,5 +91,8 @@ def _ensure_topics(store, benchmark: str, home: str | None) -> None:
         return
     typer.echo(f"usl: building topics for {benchmark!r} (once)")
     started = time.perf_counter()
-    found = topics.ensure_topics(store, benchmark, home=home, progress=True)
+    from usl.data.embed import Embedder
+
+    embedder = Embedder(cache_dir=paths.cache_dir(home, "embeddings"))
+    found = topics.build_topics(store, benchmark, embedder, progress=True)
     typer.echo(f"usl: {len(found)} topics in {time.perf_counter() - started:.1f}s")

@@ -204,7 +204,8 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
 
     @app.get("/api/leaderboard/stream", tags=["leaderboard"],
              summary="Server-sent events: `progress` {done, total} while judging, then `result` "
-                     "(a LeaderboardResponse) or `error` {message}",
+                     "(a LeaderboardResponse) or `error` {message}; a late `warnings` {warnings} "
+                     "may follow the result when the contradiction check finishes after the ranking",
              response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
     async def leaderboard_stream(request: Request, s: SpecIn = Depends(_spec_query)) -> StreamingResponse:
@@ -231,8 +232,14 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
                 yield _sse("progress", {"done": now[0], "total": now[1],
                                         "elapsed_s": round(time.perf_counter() - t0, 3)})
         try:
+            failed = [e for e in (w.exception() for w in waits) if e is not None]   # retrieve all
+            if failed:
+                raise failed[-1]
             default, lb = waits[0].result(), waits[-1].result()
-            payload = response_for(spec, lb, default, await notes)
+            # The table must not wait for the contradiction check (it may still be loading a
+            # sentence embedder): send what is known now, the rest as a later `warnings` event.
+            late = not notes.done()
+            payload = response_for(spec, lb, default, [] if late else notes.result())
         except _USER_ERRORS as e:
             yield _sse("error", {"message": _message(e)})
             return
@@ -242,6 +249,9 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
             return
         payload["elapsed_s"] = round(time.perf_counter() - t0, 3)
         yield _sse("result", payload)
+        if late:
+            more = await notes
+            yield _sse("warnings", {"warnings": list(dict.fromkeys([*more, *payload["warnings"]]))})
 
     @app.get("/api/examples", response_model=ExamplesResponse, tags=["leaderboard"],
              summary="A model's answers beside the baseline's, with the judge's verdicts")

@@ -147,16 +147,33 @@ async function errorText(res) {
 }
 
 // Reads the server-sent events of /api/leaderboard/stream through fetch (not EventSource) so
-// that a 422 is readable and the request can be aborted when the user asks again.
-async function streamBoard(spec, signal, onProgress) {
-  const res = await fetch("/api/leaderboard/stream?" + toParams(spec).toString(), {signal});
-  if (!res.ok) throw new Error(await errorText(res));
+// that a 422 is readable and the request can be aborted when the user asks again. Resolves at the
+// `result` event; a later `warnings` event (the contradiction check finishing after the ranking)
+// goes to onLate.
+function streamBoard(spec, signal, onProgress, onLate) {
+  return new Promise((resolve, reject) => {
+    (async () => {
+      const res = await fetch("/api/leaderboard/stream?" + toParams(spec).toString(), {signal});
+      if (!res.ok) throw new Error(await errorText(res));
+      let got = false;
+      for await (const [event, obj] of sseEvents(res)) {
+        if (event === "progress" && !got) onProgress(obj);
+        else if (event === "result") { got = true; resolve(obj); }
+        else if (event === "warnings" && got && onLate) onLate(obj);
+        else if (event === "error") throw new Error(obj.message || "ranking failed");
+      }
+      if (!got) throw new Error("the server closed the connection before the result");
+    })().catch(reject);     // after resolve() this is a no-op
+  });
+}
+
+async function* sseEvents(res) {
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
   let buf = "";
   for (;;) {
     const {value, done} = await reader.read();
-    if (done) break;
+    if (done) return;
     buf += decoder.decode(value, {stream: true});
     let cut;
     while ((cut = buf.indexOf("\n\n")) >= 0) {
@@ -167,13 +184,9 @@ async function streamBoard(spec, signal, onProgress) {
         if (line.startsWith("event:")) event = line.slice(6).trim();
         else if (line.startsWith("data:")) data += line.slice(5).trim();
       }
-      const obj = data ? JSON.parse(data) : {};
-      if (event === "progress") onProgress(obj);
-      else if (event === "result") return obj;
-      else if (event === "error") throw new Error(obj.message || "ranking failed");
+      yield [event, data ? JSON.parse(data) : {}];
     }
   }
-  throw new Error("the server closed the connection before the result");
 }
 
 // ---- progress and errors ------------------------------------------------------------------
@@ -223,7 +236,12 @@ async function runCustom() {
   $("rank-btn").textContent = "Ranking…";
   showProgress({done: 0, total: 0});
   try {
-    const payload = await streamBoard(spec, controller.signal, showProgress);
+    let payload = null;
+    payload = await streamBoard(spec, controller.signal, showProgress, (late) => {
+      if (!payload) return;
+      payload.warnings = late.warnings;
+      if (state.boards.custom === payload && state.view === "custom") renderWarnings(payload.warnings);
+    });
     if (state.controller !== controller) return;     // a newer request took over
     state.boards.custom = payload;
     state.specs.custom = spec;
@@ -345,7 +363,7 @@ function renderTable(payload, custom) {
     el("th", {text: "Model", scope: "col"}),
     el("th", {text: "Win rate (95% CI)", className: "wr", scope: "col"}),
     custom ? el("th", {text: "vs default", className: "num", scope: "col", title: "Change in position vs the default leaderboard"}) : null,
-    ...topics.map((t) => el("th", {className: "num topic", scope: "col", title: t}, short(t, 14))),
+    ...topics.map((t) => el("th", {className: "num topic", scope: "col", title: t}, short(t, 40))),
     el("th", {text: "Avg. length", className: "num", scope: "col", title: "Average answer length, words"}),
     el("th", {text: "Answers", className: "num", scope: "col", title: "Questions answered (missing ones are not counted as losses)"}),
   );
@@ -381,7 +399,7 @@ function delta(p) {
 }
 
 function whisker(r, scale) {
-  const w = 120, h = 16, x = (v) => ((v - scale.lo) / (scale.hi - scale.lo || 1)) * w;
+  const w = 120, h = 16, pad = 5, x = (v) => pad + ((v - scale.lo) / (scale.hi - scale.lo || 1)) * (w - 2 * pad);
   const s = svgEl("svg", {width: w, height: h, viewBox: `0 0 ${w} ${h}`, class: "whisker", role: "img",
                           "aria-label": `95% CI ${fmt(r.ci[0])} to ${fmt(r.ci[1])}`});
   s.append(

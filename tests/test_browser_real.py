@@ -1,0 +1,46 @@
+"""The acceptance flow in headless Chromium against `usl serve` (subprocess, real engine, tiny
+benchmark, `length` judge): select topics, type criteria, submit, read the table, and check that it
+changed from the default."""
+
+from __future__ import annotations
+
+import pytest
+
+from server_real import CODING_ORDER, DEFAULT_ORDER, WIN_RATES, make_tiny, usl_serve
+from test_browser import SHOTS, board, browser, page, wait_for_view  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    make_tiny(home)
+    with usl_serve(home, "--benchmark", "tiny", "--judge", "length") as url:
+        yield url
+
+
+def test_flow_on_the_real_engine(page, site):
+    page.goto(site)
+    wait_for_view(page, "default")
+    assert board(page) == DEFAULT_ORDER
+    assert page.inner_text("#meta-baseline") == "base"
+    assert page.locator("#leaderboard thead th.topic").all_inner_texts() == ["Coding", "Creative writing"]
+
+    page.check("#topic-list input[value=coding]")
+    page.fill("#likes", "Runnable code\n<script>window.__pwned = 1</script>")
+    page.fill("#avoid", "Long preambles")
+    page.click("#rank-btn")
+    wait_for_view(page, "custom")
+
+    assert board(page) == CODING_ORDER != DEFAULT_ORDER
+    cells = page.locator("#leaderboard tbody tr").first.locator("td")
+    assert cells.nth(1).inner_text() == "m_code"
+    assert cells.nth(2).locator(".wr-num").inner_text() == f"{WIN_RATES['coding']['m_code']:.1f}"
+    headers = page.locator("#breakdown thead th").evaluate_all("hs => hs.map(h => h.title)")
+    assert "<script>window.__pwned = 1</script>" in headers               # shown as text
+    assert page.evaluate("window.__pwned") is None
+    assert "topics=coding" in page.url
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "real_engine_custom.png"), full_page=True)
+    assert page.errors == []

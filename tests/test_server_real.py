@@ -1,0 +1,90 @@
+"""`usl serve` as a subprocess with the real leaderboard engine, on a tiny benchmark in a real store,
+judged by the `length` judge so every number is known (see server_real)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import httpx
+import pytest
+
+from server_real import CODING_ORDER, DEFAULT_ORDER, WIN_RATES, make_tiny, serve_output, usl_serve
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    make_tiny(home)
+    with usl_serve(home, "--benchmark", "tiny", "--judge", "length") as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            yield home, url, client
+
+
+def rates(body: dict) -> dict[str, float]:
+    return {r["model"]: r["win_rate"] for r in body["leaderboard"]["rows"]}
+
+
+def test_serve_prints_its_url(served):
+    home, url, _ = served
+    port = url.rsplit(":", 1)[1]
+    assert f"at http://localhost:{port}/" in serve_output(home)
+
+
+def test_topics_and_default_board(served):
+    _, _, c = served
+    topics = c.get("/api/topics").json()
+    assert [(t["id"], t["name"], t["n_queries"]) for t in topics] == [("coding", "Coding", 8),
+                                                                     ("writing", "Creative writing", 8)]
+    body = c.post("/api/leaderboard", json={}).json()
+    assert [r["model"] for r in body["leaderboard"]["rows"]] == DEFAULT_ORDER
+    assert rates(body) == WIN_RATES["default"]
+    assert body["leaderboard"]["spec"]["judge"] == "length" and body["leaderboard"]["spec"]["baseline"] == "base"
+    m_mid = body["leaderboard"]["rows"][0]
+    assert m_mid["topics"] == {"Coding": 50.0, "Creative writing": 100.0}
+    assert m_mid["avg_length"] == 11.0 and m_mid["n"] == 16
+    assert body["is_default"] and body["comparison"]["kendall_tau"] == 1.0
+
+
+def test_topic_selection_changes_the_ranking(served):
+    _, _, c = served
+    body = c.post("/api/leaderboard", json={"topics": ["coding"], "likes": ["Runnable code"]}).json()
+    assert [r["model"] for r in body["leaderboard"]["rows"]] == CODING_ORDER
+    assert rates(body) == WIN_RATES["coding"]
+    assert body["leaderboard"]["spec"]["n_queries"] == 8
+    placements = {p["model"]: p for p in body["comparison"]["placements"]}
+    assert placements["m_code"]["position"] == 1 and placements["m_code"]["default_position"] == 2
+    assert body["comparison"]["kendall_tau"] == pytest.approx(1 / 3, abs=1e-3)
+
+
+def test_stream_examples_export(served):
+    _, _, c = served
+    params = [("topics", "coding"), ("likes", "Runnable code"), ("likes", "Explains the idea")]
+    r = c.get("/api/leaderboard/stream", params=params)
+    blocks = [b.split("\n") for b in r.text.strip().split("\n\n")]
+    assert blocks[-1][0] == "event: result"
+    result = json.loads(blocks[-1][1][len("data: "):])
+    assert [row["model"] for row in result["leaderboard"]["rows"]] == CODING_ORDER
+    # two likes: judged one by one too (the length judge ignores them, so all equal the combined rate)
+    assert result["leaderboard"]["criteria_breakdown"]["Runnable code"]["m_code"] == 100.0
+
+    ex = c.get("/api/examples", params=[("model", "m_mid"), ("limit", "4"), *params]).json()
+    verdicts = [(e["query_id"], e["verdict"], e["p_model_wins"]) for e in ex["examples"]]
+    assert {v for _, v, _ in verdicts} == {"model", "baseline"}
+    for qid, v, p in verdicts:
+        assert (int(qid[1:]) >= 4) == (v == "model") and p == (1.0 if v == "model" else 0.0)
+    assert ex["examples"][0]["baseline"] == "base" and ex["examples"][0]["topic"] == "Coding"
+
+    table = list(csv.DictReader(io.StringIO(c.get("/api/export.csv", params=params).text)))
+    assert [row["model"] for row in table] == CODING_ORDER and table[0]["win_rate"] == "100.00"
+
+
+def test_real_errors_are_422(served):
+    _, _, c = served
+    r = c.post("/api/leaderboard", json={"topics": ["astrology"]})
+    assert r.status_code == 422 and "astrology" in r.json()["detail"]
+    r = c.post("/api/leaderboard", json={"baseline": "nobody"})
+    assert r.status_code == 422 and "baseline 'nobody' is not a model" in r.json()["detail"]
+    r = c.get("/api/examples", params={"model": "zulu"})
+    assert r.status_code == 422 and "unknown model 'zulu'" in r.json()["detail"]
