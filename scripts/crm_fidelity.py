@@ -1,0 +1,168 @@
+"""Fidelity of the fast path to the full pairwise CRM, and distillation data for the fast path.
+
+    export (here): AlpacaEval answers of one split -> a compact .json.gz that travels to a GPU box
+        python scripts/crm_fidelity.py export --split board --out .carry/fid/board.json.gz
+    score (GPU): the full CRM's P(model beats baseline), both orders averaged, per criteria set
+        python scripts/crm_fidelity.py score --answers board.json.gz --sets configs/criteria_sets.yaml \
+            --judge crm:runs/pairwise --n-queries 100 --out $OUT/full_board.npz
+    report (here): fast-path leaderboards against the full CRM's, Kendall tau per criteria set
+        python scripts/crm_fidelity.py report --answers board.json.gz --scores full_board.npz
+
+With ``--jsonl`` the score step also writes every judged pair as paper-format JSONL with the
+full CRM's probability in ``p_a``: distillation data for ``usl train-fast`` (train split only:
+board queries never enter training).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+log = logging.getLogger("crm_fidelity")
+
+
+def export(args) -> None:
+    from usl import paths
+    from usl.data.alpaca_eval import load_alpaca_eval
+
+    src = Path(args.source) if args.source else paths.shared_data() / "alpaca_eval"
+    imp = load_alpaca_eval(src, split=args.split)
+    b = imp.benchmark
+    ans = {(r.query_id, r.model): r.text for r in imp.responses}
+    out = {"split": args.split, "baseline": b.baseline, "models": [m for m in b.models if m != b.baseline],
+           "queries": [{"id": q.id, "text": q.text} for q in b.queries],
+           "answers": {m: [ans.get((q.id, m)) for q in b.queries] for m in b.models}}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(args.out, "wt") as f:
+        json.dump(out, f)
+    print(f"wrote {args.out}: {len(out['queries'])} queries, {len(b.models)} models")
+
+
+def _load(path: str) -> dict:
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def _sets(path: str) -> list[dict]:
+    sets = yaml.safe_load(Path(path).read_text())["sets"]
+    return [{"name": s["name"], "likes": list(s.get("likes", [])), "avoid": list(s.get("avoid", []))} for s in sets]
+
+
+def _subset(n_total: int, n: int | None, seed: int) -> np.ndarray:
+    order = np.random.default_rng(seed).permutation(n_total)
+    return np.sort(order[:n] if n else order)
+
+
+def score(args) -> None:
+    from usl.judges.base import JudgeRequest
+    from usl.judges.registry import load_judge
+    from usl.types import Criteria
+
+    data, sets = _load(args.answers), _sets(args.sets)
+    judge = load_judge(args.judge, device=args.device, batch_size=args.batch_size)
+    qidx = _subset(len(data["queries"]), args.n_queries, args.seed)
+    models, base = data["models"], data["baseline"]
+    P = np.full((len(sets), len(models), len(qidx)), np.nan, np.float32)
+    jsonl = gzip.open(args.jsonl, "wt") if args.jsonl else None
+    t0, done = time.time(), 0
+    for si, s in enumerate(sets):
+        crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
+        cells, reqs = [], []
+        for mi, m in enumerate(models):
+            for k, qi in enumerate(qidx):
+                a, b = data["answers"][m][qi], data["answers"][base][qi]
+                if a is None or b is None:
+                    continue
+                q = data["queries"][qi]["text"]
+                cells.append((mi, k, q, a, b))
+                reqs += [JudgeRequest(crit, q, a, b), JudgeRequest(crit, q, b, a)]
+        v = judge.judge(reqs)
+        for j, (mi, k, q, a, b) in enumerate(cells):
+            p = 0.5 * (v[2 * j].score_a + 1 - v[2 * j + 1].score_a)
+            P[si, mi, k] = p
+            if jsonl:
+                rec = {"idx": f"{s['name']}:{models[mi]}:{data['queries'][qidx[k]]['id']}", "prompt": q,
+                       "model_a": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
+                       "model_b": [{"role": "user", "content": q}, {"role": "assistant", "content": b}],
+                       "criteria": crit.as_list(), "preference": "model_a" if p >= 0.5 else "model_b",
+                       "source": f"distill/{s['name']}", "p_a": float(p)}
+                jsonl.write(json.dumps(rec) + "\n")
+        done += len(reqs)
+        log.info("set %d/%d %s: %d judgments, %.0f/s", si + 1, len(sets), s["name"], len(reqs),
+                 done / (time.time() - t0))
+    if jsonl:
+        jsonl.close()
+    np.savez(args.out, P=P, qidx=qidx, sets=np.array([s["name"] for s in sets]), models=np.array(models),
+             judge=np.array(judge.identity))
+    print(f"wrote {args.out} in {time.time() - t0:.0f} s")
+
+
+def report(args) -> None:
+    from scipy.stats import kendalltau
+
+    from usl.judges.registry import load_judge
+    from usl.types import Criteria
+
+    data, z = _load(args.answers), np.load(args.scores)
+    sets = {s["name"]: s for s in _sets(args.sets)}
+    judge = load_judge(args.fast)
+    models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
+    rows = []
+    for si, name in enumerate(z["sets"]):
+        s = sets[str(name)]
+        crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
+        full = z["P"][si]
+        fast = np.full_like(full, np.nan)
+        for mi, m in enumerate(models):
+            ks = [k for k, qi in enumerate(qidx) if data["answers"][m][qi] is not None and data["answers"][base][qi] is not None]
+            qs = [data["queries"][qidx[k]]["text"] for k in ks]
+            fast[mi, ks] = judge.judge_matrix(crit, qs, [data["answers"][m][qidx[k]] for k in ks],
+                                              [data["answers"][base][qidx[k]] for k in ks])
+        wf, wq = np.nanmean(full, 1), np.nanmean(fast, 1)
+        tau = kendalltau(wf, wq).statistic
+        agree = np.nanmean((full > 0.5) == (fast > 0.5))
+        rows.append({"set": str(name), "kendall_tau": round(float(tau), 3), "pair_agreement": round(float(agree), 3)})
+    taus = [r["kendall_tau"] for r in rows]
+    out = {"fast": judge.identity, "full": str(z["judge"]), "n_sets": len(rows), "n_queries": int(len(qidx)),
+           "mean_tau": round(float(np.mean(taus)), 3), "median_tau": round(float(np.median(taus)), 3),
+           "min_tau": round(float(np.min(taus)), 3), "sets": rows}
+    print(json.dumps(out, indent=2))
+
+
+def main(argv=None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("export")
+    e.add_argument("--split", default="board", choices=["board", "train"])
+    e.add_argument("--source", default=None)
+    e.add_argument("--out", required=True)
+    s = sub.add_parser("score")
+    s.add_argument("--answers", required=True)
+    s.add_argument("--sets", default="configs/criteria_sets.yaml")
+    s.add_argument("--judge", required=True)
+    s.add_argument("--device", default=None)
+    s.add_argument("--batch-size", type=int, default=32)
+    s.add_argument("--n-queries", type=int, default=None)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", required=True)
+    s.add_argument("--jsonl", default=None)
+    r = sub.add_parser("report")
+    r.add_argument("--answers", required=True)
+    r.add_argument("--scores", required=True)
+    r.add_argument("--sets", default="configs/criteria_sets.yaml")
+    r.add_argument("--fast", default="default")
+    args = ap.parse_args(argv)
+    {"export": export, "score": score, "report": report}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
