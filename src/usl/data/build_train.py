@@ -205,7 +205,9 @@ class SampleMaker:
                 family: str) -> PreferenceSample:
         crit = list(criteria)
         if extras and rng.random() < self.cfg.multi_criteria_prob:
-            pool = self.extra_pool if p.family in GENERAL_FAMILIES or p.criteria else self.extra_pool + self.neutral
+            # Rubric questions of unrelated tasks, or general-quality wordings: neither decides a style,
+            # length or domain pair, and a general wording on a human pair agrees with its label.
+            pool = self.extra_pool + self.neutral
             for _ in range(int(rng.integers(1, 3))):
                 crit.insert(int(rng.integers(len(crit) + 1)), pool[int(rng.integers(len(pool)))])
         preferred = p.winner if winner_preferred else p.loser

@@ -25,11 +25,19 @@ _OPENER = re.compile(r"\s*(?:sure|certainly|of course|absolutely|great question|
                      r"|oh,? |ah,? |hello|hi there|thank you for)", re.I)
 _SUMMARY = re.compile(r"(?:^|\n)\s*(?:\**)(?:in summary|in conclusion|overall|to summarize|to summarise|to sum up"
                       r"|in short|ultimately)\b", re.I)
+_MARKDOWN = re.compile(r"\*\*[^*\n]+\*\*|^\s*#{1,6}\s|`", re.M)
+_MARKUP_CHARS = re.compile(r"\*\*|__|^\s*#|`", re.M)
+_EXAMPLE = re.compile(r"\bfor example\b|\bfor instance\b|\be\.g\.|\bexample:", re.I)
+_YOU = re.compile(r"\byou(?:r|rs|rself)?\b", re.I)
 _AI = re.compile(r"\bas an ai\b|\bi(?: am|'m) (?:an ai|a language model|just an ai)|\blanguage model\b", re.I)
 
 
 def _prose_text(t: str) -> str:
     return _CODE.sub(" ", t)
+
+
+def _you_rate(t: str) -> float:
+    return len(_YOU.findall(t)) / max(1, len(t.split()))
 
 
 def _exclaims(t: str) -> int:
@@ -65,6 +73,15 @@ TRAITS: tuple[Trait, ...] = (
     Trait("follow_up_question", "no_questions",
           lambda t: _prose_text(t).rstrip().rstrip("*_ )").endswith("?"),
           lambda t: "?" not in _prose_text(t)[-400:]),
+    Trait("markdown_rich", "plain_text",
+          lambda t: len(_MARKDOWN.findall(t)) >= 2,
+          lambda t: not _MARKUP_CHARS.search(t)),
+    Trait("with_examples", "no_examples",
+          lambda t: bool(_EXAMPLE.search(t)),
+          lambda t: not _EXAMPLE.search(t) and not re.search(r"\bsuch as\b|\blike\b", t, re.I)),
+    Trait("second_person", "impersonal",
+          lambda t: _you_rate(t) >= 0.03,
+          lambda t: not _YOU.search(t)),
 )
 
 
