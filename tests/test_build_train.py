@@ -137,6 +137,14 @@ def test_same_seed_same_bytes(root, tmp_path):
     assert (tmp_path / "a" / "train.jsonl").read_bytes() != (tmp_path / "c" / "train.jsonl").read_bytes()
 
 
+def test_no_holdout_keeps_everything(root, tmp_path):
+    res = build(_cfg(tmp_path / "d", holdout_family="", holdout_topic="", eval_fraction=0.0), root=root)
+    train = _read(tmp_path / "d" / "train.jsonl")
+    assert {"domain_literature", "harmless", "instruction_following"} <= {s["family"] for s in train}
+    assert "domain_new_family" not in res.counts and "new_topic" not in res.counts
+    assert any("soup" in s["prompt"] for s in train)
+
+
 def test_unknown_holdout_is_an_error(root, tmp_path):
     with pytest.raises(ValueError, match="unknown holdout family"):
         build(_cfg(tmp_path / "d", holdout_family="domain_cooking"), root=root)

@@ -254,7 +254,7 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
             if guard.leaks(_pair_text(p)):
                 stats[src]["dropped_board"] += 1
                 continue
-            touches_holdout = cfg.holdout_family in (p.family, p.loser_family)
+            touches_holdout = bool(cfg.holdout_family) and cfg.holdout_family in (p.family, p.loser_family)
             split = "topic" if topic and topic.search(p.prompt) else split_of(p.key, cfg.seed, cfg.dev_fraction,
                                                                               cfg.eval_fraction)
             if touches_holdout:
@@ -278,7 +278,7 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
             if p_split in parts and name:
                 files[name] += _capped(parts[p_split], 2 * cfg.eval_max_pairs, rng, lambda p, m=mode: maker.make(
                     p, rng, wordings=m, both_ways=True, extras=False))
-        contra = [p for p in parts["eval"] if p.loser_family and cfg.holdout_family not in (p.family, p.loser_family)]
+        contra = [p for p in parts["eval"] if p.loser_family]  # held-out family pairs are never in "eval"
         files["contradictory"] += _capped(contra, 2 * cfg.eval_max_pairs, rng, lambda p: maker.make(
             p, rng, wordings="unseen", both_ways=True, extras=False, source=f"contradictory/{src}"))
     board_rng = _rng(cfg.seed, "samples/length/board_style")

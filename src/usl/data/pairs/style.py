@@ -29,7 +29,9 @@ _MARKDOWN = re.compile(r"\*\*[^*\n]+\*\*|^\s*#{1,6}\s|`", re.M)
 _MARKUP_CHARS = re.compile(r"\*\*|__|^\s*#|`", re.M)
 _EXAMPLE = re.compile(r"\bfor example\b|\bfor instance\b|\be\.g\.|\bexample:", re.I)
 _YOU = re.compile(r"\byou(?:r|rs|rself)?\b", re.I)
-_AI = re.compile(r"\bas an ai\b|\bi(?: am|'m) (?:an ai|a language model|just an ai)|\blanguage model\b", re.I)
+_AI = re.compile(r"\bas an ai\b|\bas an artificial intelligence\b|\bas a (?:large )?language model\b"
+                 r"|\bi(?: am|'m) (?:just |only )?(?:an ai|a (?:large )?language model|an artificial intelligence)"
+                 r"|\bi (?:do not|don't) have personal (?:opinions|experiences|feelings|preferences|beliefs)", re.I)
 
 
 def _prose_text(t: str) -> str:
@@ -72,7 +74,7 @@ TRAITS: tuple[Trait, ...] = (
           lambda t: _exclaims(t) == 0),
     Trait("follow_up_question", "no_questions",
           lambda t: _prose_text(t).rstrip().rstrip("*_ )").endswith("?"),
-          lambda t: "?" not in _prose_text(t)[-400:]),
+          lambda t: "?" not in _prose_text(t)[-400:] and not re.search(r"let me know|feel free to ask", t[-400:], re.I)),
     Trait("markdown_rich", "plain_text",
           lambda t: len(_MARKDOWN.findall(t)) >= 2,
           lambda t: not _MARKUP_CHARS.search(t)),
