@@ -56,6 +56,11 @@ def home(tmp_path):
     resp = [Response(q.id, m, " ".join(["w"] * (w + (i % 3 if m == "m1" else 0))))
             for i, q in enumerate(queries) for m, w in WORDS.items() if not (m == "m3" and i == 9)]
     save_benchmark(store, Benchmark("tiny", queries, tuple(WORDS), "base"), resp, source="test")
+    with store.transaction() as con:   # two stored topics: even and odd queries
+        con.executemany("INSERT INTO topics(benchmark, id, name, keywords) VALUES ('tiny', ?, ?, '')",
+                        [("even", "Even questions"), ("odd", "Odd questions")])
+        con.executemany("INSERT INTO query_topics(benchmark, query_id, topic_id) VALUES ('tiny', ?, ?)",
+                        [(f"q{i}", "even" if i % 2 == 0 else "odd") for i in range(N_Q)])
     store.close()
     return tmp_path
 
@@ -118,6 +123,20 @@ def test_examples_alternate_wins_and_losses(home):
         svc.examples(spec(), "nope")
 
 
+def test_topics_per_row_and_selection(home):
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    board = svc.rank(spec(criteria=Criteria(("concise",))))
+    m3 = next(r for r in board.rows if r.model == "m3")
+    assert m3.topics == {"Even questions": 0.0, "Odd questions": 0.0}
+    odd = svc.rank(spec(topics=("odd",)))
+    assert odd.spec["n_queries"] == 5 and odd.spec["topic_names"] == ["Odd questions"]
+    assert {r.model: r.n for r in odd.rows}["m3"] == 4          # q9 (odd) is m3's missing answer
+    by_name = svc.rank(spec(topics=("even questions",)))
+    assert by_name.spec["n_queries"] == 5
+    with pytest.raises(ValueError, match=r"unknown topic\(s\) \['nope'\]; known: .*even \(Even questions\)"):
+        svc.rank(spec(topics=("nope",)))
+
+
 @pytest.mark.parametrize("kw,msg", [({"baseline": "zzz"}, "baseline 'zzz' is not a model"),
                                     ({"topics": ("a",), "use_case": "b"}, "not both"),
                                     ({"judge": "nope"}, "unknown judge")])
@@ -150,6 +169,7 @@ def test_cli_rank_json_contract(home):
     row = out["rows"][0]
     assert {"model", "rank", "win_rate", "ci", "n", "topics"} <= set(row)
     assert row["model"] == "m1" and len(row["ci"]) == 2
+    assert row["topics"] == {"Even questions": 100.0, "Odd questions": 100.0}
 
 
 @pytest.mark.parametrize("fmt,first", [("csv", "rank,model,win_rate"), ("md", "| # | model"), ("table", "#")])

@@ -86,8 +86,10 @@ class _Selection:
 
 class LeaderboardService:
     def __init__(self, store: Store, home: str | Path | None = None, job_config: JobConfig = JobConfig(),
-                 memo_size: int = 32):
-        self.store, self.home = store, home
+                 memo_size: int = 32, auto_topics: bool = True):
+        """``auto_topics``: build a benchmark's topics on first use (one-off, needs the sentence
+        embedder) so that every row carries per-topic win rates; False = only use stored topics."""
+        self.store, self.home, self.auto_topics = store, home, auto_topics
         self.cache = JudgmentCache(store)
         self.job_config = job_config
         self._answers: dict[str, Answers] = {}
@@ -98,6 +100,7 @@ class LeaderboardService:
         # The server calls one instance from several threads: guard the shared dictionaries (the
         # store gives each thread its own connection; scoring itself runs outside the lock).
         self._lock = threading.RLock()
+        self._no_topics: set[str] = set()   # benchmarks whose topics could not be built
 
     # ---- data -------------------------------------------------------------------------------
     def benchmarks(self) -> list[str]:
@@ -234,7 +237,7 @@ class LeaderboardService:
         if spec.topics and spec.use_case:
             raise ValueError("select queries by topics or by use case, not both")
         all_ids = [q.id for q in data.benchmark.queries]
-        topics = self._stored_topics(data.name, compute=bool(spec.topics))
+        topics = self._stored_topics(data.name, compute=bool(spec.topics), required=bool(spec.topics))
         if spec.topics:
             chosen = _match_topics(spec.topics, topics)
             wanted = {q for t in chosen for q in t.query_ids}
@@ -259,16 +262,21 @@ class LeaderboardService:
                     topic_map.setdefault(q, t.name)
         return _Selection(query_ids, columns, topic_map)
 
-    def _stored_topics(self, benchmark: str, compute: bool) -> list:
-        try:
-            from usl.data import topics as topics_mod
-        except ImportError:  # pragma: no cover - topics module not installed
-            if compute:
-                raise ValueError("topics are not available in this installation")
-            return []
-        if compute:
-            return list(topics_mod.ensure_topics(self.store, benchmark))
-        return list(topics_mod.load_topics(self.store, benchmark))
+    def _stored_topics(self, benchmark: str, compute: bool, required: bool) -> list:
+        from usl.data import topics as topics_mod
+
+        with self._lock:
+            found = topics_mod.load_topics(self.store, benchmark)
+            if found or not (compute or self.auto_topics) or (benchmark in self._no_topics and not required):
+                return found
+            try:
+                return list(topics_mod.ensure_topics(self.store, benchmark))
+            except (ValueError, OSError) as e:   # DataError is a ValueError
+                if required:
+                    raise
+                self._no_topics.add(benchmark)
+                log.warning("no topics for %r (%s); rows carry no per-topic win rates", benchmark, e)
+                return []
 
     def _per_criterion(self, spec, data, judge, baseline, models, sel, combined, progress):
         parts = [(c, Criteria((c,))) for c in spec.criteria.canonical().likes]
