@@ -341,12 +341,28 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _git_commit() -> str:
+    """HEAD of the checkout this code runs from ("" outside git), plus "+dirty" when it has edits."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[3]
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return head + ("+dirty" if dirty else "")
+
+
 def _manifest(out: Path, cfg: BuildConfig, root: Path, counts: dict, maker: SampleMaker, seconds: float) -> None:
     inputs = {str(p.relative_to(root)): _sha256(p) for p in sorted(root.rglob("*"))
               if p.is_file() and p.suffix in (".gz", ".json", ".jsonl")}
     outputs = {str(p.relative_to(out)): _sha256(p) for p in sorted(out.rglob("*.jsonl*"))}
     manifest = {
         "usl_version": usl.__version__ if hasattr(usl, "__version__") else "",
+        "git_commit": _git_commit(),
         "config": asdict(cfg), "seed": cfg.seed, "seconds": round(seconds, 1),
         "counts": counts,
         "wordings": {f: {"train": len(s.train), "held_out": len(s.held_out)} for f, s in maker.splits.items()},
