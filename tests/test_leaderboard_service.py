@@ -133,6 +133,7 @@ def test_topics_per_row_and_selection(home):
     assert {r.model: r.n for r in odd.rows}["m3"] == 4          # q9 (odd) is m3's missing answer
     by_name = svc.rank(spec(topics=("even questions",)))
     assert by_name.spec["n_queries"] == 5
+    assert svc.rank(spec(topics=("Ev",))).spec["topic_names"] == ["Even questions"]   # unique prefix
     with pytest.raises(ValueError, match=r"unknown topic\(s\) \['nope'\]; known: .*even \(Even questions\)"):
         svc.rank(spec(topics=("nope",)))
 

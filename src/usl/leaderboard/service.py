@@ -27,6 +27,7 @@ Choices where the issue was silent:
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import subprocess
 import threading
@@ -303,6 +304,7 @@ class LeaderboardService:
             "benchmark_version": data.benchmark.version,
             "judge_identity": judge.identity,
             "n_queries": len(sel.query_ids),
+            "query_set": hashlib.sha256("\n".join(sel.query_ids).encode()).hexdigest()[:16],
             "topic_names": sorted(sel.topic_columns),
             "length_control": (f"off: the criteria are about length ({length_word!r})" if length_word
                                else "on"),
@@ -316,13 +318,18 @@ class LeaderboardService:
 
 
 def _match_topics(requested: tuple[str, ...], topics: list) -> list:
+    """Topics by id or name (case-insensitive), or by a prefix that fits exactly one of them."""
     by_key = {}
     for t in topics:
         by_key[str(t.id).lower()] = t
         by_key[t.name.lower()] = t
     chosen, unknown = [], []
     for r in requested:
-        t = by_key.get(r.strip().lower())
+        key = r.strip().lower()
+        t = by_key.get(key)
+        if t is None:
+            hits = {id(v): v for k, v in by_key.items() if k.startswith(key)}
+            t = next(iter(hits.values())) if len(hits) == 1 else None
         (chosen.append(t) if t is not None else unknown.append(r))
     if unknown:
         known = ", ".join(f"{t.id} ({t.name})" for t in topics) or "none"
