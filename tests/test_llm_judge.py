@@ -192,3 +192,47 @@ def test_version_changes_with_model_and_settings():
     assert a.version != LLMJudge(parse_spec("m2")).version
     assert a.version != LLMJudge(parse_spec("m1,temperature=0.7")).version
     assert a.version == LLMJudge(parse_spec("m1,concurrency=2")).version   # speed knobs don't matter
+
+
+def test_leaderboard_with_llm_judge_is_cached_and_resumes(api_factory, tmp_path):
+    """End to end: `usl rank` machinery with the LLM judge; a rerun makes no HTTP call at all."""
+    from usl.leaderboard.service import LeaderboardService
+    from usl.leaderboard.types import LeaderboardSpec
+    from usl.store import Store
+    from usl.store.benchmarks import save_benchmark
+    from usl.types import Benchmark, Query, Response
+
+    api = api_factory()
+    store = Store(tmp_path / "usl.sqlite")
+    queries = tuple(Query(f"q{i}", f"question {i}") for i in range(4))
+    texts = {"base": "plain", "good": "GOOD answer", "bad": "bad answer"}
+    save_benchmark(store, Benchmark("t", queries, tuple(texts), "base"),
+                   [Response(q.id, m, t) for q in queries for m, t in texts.items()], source="test")
+    spec = LeaderboardSpec(benchmark="t", judge=f"llm:m,base_url={api.url},api_key_env=,concurrency=4",
+                           n_bootstrap=50, per_criterion=False)
+    board = LeaderboardService(store, auto_topics=False).rank(spec)
+    assert {r.model: r.win_rate for r in board.rows} == {"good": 100.0, "bad": 50.0}   # bad vs plain: tie
+    assert api.calls == 2 * 2 * 4
+    LeaderboardService(store, auto_topics=False).rank(spec)
+    assert api.calls == 16
+
+
+def test_cli_reports_endpoint_failure_in_one_line(api_factory, tmp_path):
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+    from usl.store import Store
+    from usl.store.benchmarks import save_benchmark
+    from usl.types import Benchmark, Query, Response
+
+    api = api_factory(fail_first=1000, status=401)
+    store = Store(tmp_path / "usl.sqlite")
+    save_benchmark(store, Benchmark("t", (Query("q0", "question"),), ("base", "m"), "base"),
+                   [Response("q0", "base", "x"), Response("q0", "m", "y")], source="test")
+    with store.transaction() as con:   # a stored topic, so no topic building is attempted
+        con.execute("INSERT INTO topics(benchmark, id, name, keywords) VALUES ('t', 'all', 'All', '')")
+        con.execute("INSERT INTO query_topics(benchmark, query_id, topic_id) VALUES ('t', 'q0', 'all')")
+    res = CliRunner().invoke(app, ["--home", str(tmp_path), "rank", "--benchmark", "t", "--judge",
+                                   f"llm:m,base_url={api.url},api_key_env=", "--n-bootstrap", "10"])
+    assert res.exit_code == 2
+    assert "error: POST http://127.0.0.1:" in res.output and "HTTP 401" in res.output

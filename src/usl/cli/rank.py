@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import sys
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 import typer
 
-from usl.cli.common import user_errors
+from usl.cli.common import user_errors as _user_errors
 
 FORMATS = ("table", "json", "csv", "md")
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """As ``usl.cli.common.user_errors``, and a failing judge endpoint is one clear line too.
+
+    Judgments finished before the failure are already cached: rerunning resumes from there.
+    """
+    from usl.judges.llm_api import LLMJudgeError
+
+    with _user_errors():
+        try:
+            yield
+        except LLMJudgeError as e:
+            typer.echo(f"error: {e} (judgments made so far are cached; rerun to resume)", err=True)
+            sys.exit(2)
 
 
 def register(app: typer.Typer) -> None:
