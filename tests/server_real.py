@@ -44,7 +44,7 @@ def _words(model: str, i: int) -> int:
 
 def make_tiny(home: Path) -> None:
     """Save the benchmark ``tiny`` and its two topics into ``home``'s store."""
-    from usl.data.topics import Topic, _save
+    from usl.data.topics import Topic, save_topics
 
     store = Store(home / "usl.sqlite")
     queries = tuple(Query(f"q{i}", f"Write a Python function number {i}" if i < 8 else f"Write a poem number {i}")
@@ -54,7 +54,7 @@ def make_tiny(home: Path) -> None:
     save_benchmark(store, Benchmark("tiny", queries, models, "base"), resp, source="test")
     # Topics are normally clustered from embeddings (usl topics build); here they are fixed so the
     # expected win rates are exact.
-    _save(store, "tiny", [Topic("coding", "Coding", ("python",), tuple(f"q{i}" for i in range(8))),
+    save_topics(store, "tiny", [Topic("coding", "Coding", ("python",), tuple(f"q{i}" for i in range(8))),
                           Topic("writing", "Creative writing", ("poem",), tuple(f"q{i}" for i in range(8, 16)))])
     store.close()
 

@@ -87,6 +87,7 @@ def test_customize_rank_and_share(page, site):
     assert first.locator("td").nth(3).inner_text() == "▲ 5"                # 6th by default -> 1st
     assert page.locator("#leaderboard thead th.topic").all_inner_texts() == ["Coding & debugging"]
     assert page.locator("#rank-plot svg g.pt").count() == len(MODELS)
+    page.wait_for_selector("#breakdown[data-state=ready]", timeout=10000)     # arrives after the table
     assert page.locator("#breakdown tbody tr[data-model]").count() == len(MODELS)
 
     # The criterion with markup is shown as text everywhere and nothing ran.

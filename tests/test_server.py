@@ -209,6 +209,18 @@ def test_a_slow_contradiction_check_does_not_hold_the_table_back():
     with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
         r = httpx.get(url + "/api/leaderboard/stream", params=[("likes", "Tables"), ("avoid", "tables")], timeout=30)
     evs = events(r.text)
-    assert [k for k, _ in evs][-2:] == ["result", "warnings"]
-    assert evs[-2][1]["warnings"] == [] and evs[-2][1]["elapsed_s"] < 0.5
+    assert [k for k, _ in evs][-3:] == ["result", "breakdown", "warnings"]
+    result, breakdown = evs[-3][1], evs[-2][1]
+    assert result["warnings"] == [] and result["elapsed_s"] < 0.5
     assert evs[-1][1] == {"warnings": ["You both like and avoid: Tables"]}
+    # two criteria: the table comes first, the single-criterion boards after it
+    assert result["leaderboard"]["criteria_breakdown"] == {}
+    assert list(breakdown["criteria_breakdown"]) == ["Tables", "Avoid: tables"]
+    assert breakdown["criteria_breakdown"]["Tables"]["alpha-7b"] == 75.0
+    assert [s.per_criterion for s in svc.rank_calls if s.criteria.likes == ("Tables",)] == [False, True]
+
+
+def test_one_criterion_needs_no_breakdown_event(served):
+    _, c = served
+    kinds = [k for k, _ in events(c.get("/api/leaderboard/stream", params={"likes": "Only one"}).text)]
+    assert kinds[-1] == "result" and "breakdown" not in kinds

@@ -62,12 +62,15 @@ def test_stream_examples_export(served):
     _, _, c = served
     params = [("topics", "coding"), ("likes", "Runnable code"), ("likes", "Explains the idea")]
     r = c.get("/api/leaderboard/stream", params=params)
-    blocks = [b.split("\n") for b in r.text.strip().split("\n\n")]
-    assert blocks[-1][0] == "event: result"
-    result = json.loads(blocks[-1][1][len("data: "):])
-    assert [row["model"] for row in result["leaderboard"]["rows"]] == CODING_ORDER
+    evs = {}
+    for block in r.text.strip().split("\n\n"):
+        kind, data = block.split("\n")
+        evs[kind[len("event: "):]] = json.loads(data[len("data: "):])
+    assert list(evs) == ["progress", "result", "breakdown"]
+    assert [row["model"] for row in evs["result"]["leaderboard"]["rows"]] == CODING_ORDER
     # two likes: judged one by one too (the length judge ignores them, so all equal the combined rate)
-    assert result["leaderboard"]["criteria_breakdown"]["Runnable code"]["m_code"] == 100.0
+    assert evs["breakdown"]["criteria_breakdown"]["Runnable code"]["m_code"] == 100.0
+    assert sum(evs["breakdown"]["criteria_contribution"].values()) == pytest.approx(1.0, abs=0.01)
 
     ex = c.get("/api/examples", params=[("model", "m_mid"), ("limit", "4"), *params]).json()
     verdicts = [(e["query_id"], e["verdict"], e["p_model_wins"]) for e in ex["examples"]]

@@ -204,8 +204,9 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
 
     @app.get("/api/leaderboard/stream", tags=["leaderboard"],
              summary="Server-sent events: `progress` {done, total} while judging, then `result` "
-                     "(a LeaderboardResponse) or `error` {message}; a late `warnings` {warnings} "
-                     "may follow the result when the contradiction check finishes after the ranking",
+                     "(a LeaderboardResponse) or `error` {message}. With two or more criteria, `breakdown` "
+                     "{criteria_breakdown, criteria_contribution} follows the result; a late `warnings` "
+                     "{warnings} follows when the contradiction check finishes after the ranking",
              response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
     async def leaderboard_stream(request: Request, s: SpecIn = Depends(_spec_query)) -> StreamingResponse:
@@ -214,44 +215,73 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def _events(request: Request, spec: LeaderboardSpec) -> AsyncIterator[str]:
+        """progress* result [breakdown] [warnings] | progress* error.
+
+        With two or more criteria the table is ranked first without the per-criterion boards
+        (``result``), and those follow as a ``breakdown`` event: judging each criterion alone
+        costs one pass per criterion, and the user is waiting for the table, not for them.
+        """
         t0 = time.perf_counter()
         dspec = _default_spec(spec.benchmark, spec.judge, spec.baseline)
-        pending = {spec_key(dspec): jobs.submit(dspec), spec_key(spec): jobs.submit(spec)}
+        split = spec.per_criterion and len(spec.criteria.likes) + len(spec.criteria.avoid) >= 2
+        first = dataclasses.replace(spec, per_criterion=False) if split else spec
+        todo = [jobs.submit(dspec), jobs.submit(first)]
         notes = asyncio.ensure_future(contradictions(spec.criteria))
-        waits = [asyncio.wrap_future(j.future) for j in pending.values()]
-        last = None
         yield _sse("progress", {"done": 0, "total": 0, "elapsed_s": 0.0})
+        try:
+            async for event in _follow(request, todo, t0):
+                yield event
+        except _Gone:
+            notes.cancel()
+            return
+        try:
+            default, lb = _outcome(todo)
+            # Neither does the table wait for the contradiction check (it may still be loading a
+            # sentence embedder): what is known now goes with it, the rest in a `warnings` event.
+            late = not notes.done()
+            payload = response_for(spec, lb, default, [] if late else notes.result())
+        except Exception as e:  # noqa: BLE001 - the page must learn that it failed
+            notes.cancel()
+            yield _error_event(e)
+            return
+        payload["elapsed_s"] = round(time.perf_counter() - t0, 3)
+        yield _sse("result", payload)
+        if split:
+            full_job = [jobs.submit(spec)]
+            try:
+                async for _ in _follow(request, full_job, t0):
+                    pass
+            except _Gone:
+                notes.cancel()
+                return
+            try:
+                (board,) = _outcome(full_job)
+                yield _sse("breakdown", {"criteria_breakdown": board.criteria_breakdown,
+                                         "criteria_contribution": board.criteria_contribution,
+                                         "elapsed_s": round(time.perf_counter() - t0, 3)})
+            except Exception as e:  # noqa: BLE001 - the table is out; report, don't abort
+                log.warning("per-criterion boards failed: %s", e)
+                yield _sse("breakdown", {"criteria_breakdown": {}, "criteria_contribution": {},
+                                         "error": _message(e)})
+        if late:
+            more = await notes
+            yield _sse("warnings", {"warnings": list(dict.fromkeys([*more, *payload["warnings"]]))})
+
+    async def _follow(request: Request, todo: list, t0: float) -> AsyncIterator[str]:
+        """Wait for jobs, yielding a ``progress`` event whenever their summed progress moves."""
+        waits = [asyncio.wrap_future(j.future) for j in todo]
+        last = None
         while not all(w.done() for w in waits):
             await asyncio.wait(waits, timeout=cfg.progress_interval_s, return_when=asyncio.ALL_COMPLETED)
             if await request.is_disconnected():
-                notes.cancel()
-                return
-            now = (sum(j.done for j in pending.values()), sum(j.total for j in pending.values()))
+                raise _Gone()
+            now = (sum(j.done for j in todo), sum(j.total for j in todo))
             if now != last:
                 last = now
                 yield _sse("progress", {"done": now[0], "total": now[1],
                                         "elapsed_s": round(time.perf_counter() - t0, 3)})
-        try:
-            failed = [e for e in (w.exception() for w in waits) if e is not None]   # retrieve all
-            if failed:
-                raise failed[-1]
-            default, lb = waits[0].result(), waits[-1].result()
-            # The table must not wait for the contradiction check (it may still be loading a
-            # sentence embedder): send what is known now, the rest as a later `warnings` event.
-            late = not notes.done()
-            payload = response_for(spec, lb, default, [] if late else notes.result())
-        except _USER_ERRORS as e:
-            yield _sse("error", {"message": _message(e)})
-            return
-        except Exception as e:  # noqa: BLE001 - the page must learn that it failed
-            log.exception("ranking failed")
-            yield _sse("error", {"message": f"internal error: {type(e).__name__}"})
-            return
-        payload["elapsed_s"] = round(time.perf_counter() - t0, 3)
-        yield _sse("result", payload)
-        if late:
-            more = await notes
-            yield _sse("warnings", {"warnings": list(dict.fromkeys([*more, *payload["warnings"]]))})
+        for w in waits:
+            w.exception()       # mark every failure retrieved; _outcome re-raises from the jobs
 
     @app.get("/api/examples", response_model=ExamplesResponse, tags=["leaderboard"],
              summary="A model's answers beside the baseline's, with the judge's verdicts")
@@ -324,6 +354,25 @@ def _spec_query(likes: list[str] = Query([], description="Repeat for several cri
                       baseline=baseline, benchmark=benchmark)
     except ValidationError as e:
         raise RequestValidationError(e.errors()) from e
+
+
+class _Gone(Exception):
+    """The client closed the event stream."""
+
+
+def _outcome(todo: list) -> list:
+    """The jobs' leaderboards, or the last failure raised."""
+    failed = [e for e in (j.future.exception() for j in todo) if e is not None]
+    if failed:
+        raise failed[-1]
+    return [j.future.result() for j in todo]
+
+
+def _error_event(e: BaseException) -> str:
+    if isinstance(e, _USER_ERRORS):
+        return _sse("error", {"message": _message(e)})
+    log.error("ranking failed", exc_info=e)
+    return _sse("error", {"message": f"internal error: {type(e).__name__}"})
 
 
 def _warm_contradictions(service: Any) -> None:

@@ -159,7 +159,7 @@ function streamBoard(spec, signal, onProgress, onLate) {
       for await (const [event, obj] of sseEvents(res)) {
         if (event === "progress" && !got) onProgress(obj);
         else if (event === "result") { got = true; resolve(obj); }
-        else if (event === "warnings" && got && onLate) onLate(obj);
+        else if ((event === "warnings" || event === "breakdown") && got && onLate) onLate(event, obj);
         else if (event === "error") throw new Error(obj.message || "ranking failed");
       }
       if (!got) throw new Error("the server closed the connection before the result");
@@ -237,11 +237,22 @@ async function runCustom() {
   showProgress({done: 0, total: 0});
   try {
     let payload = null;
-    payload = await streamBoard(spec, controller.signal, showProgress, (late) => {
+    payload = await streamBoard(spec, controller.signal, showProgress, (event, late) => {
       if (!payload) return;
-      payload.warnings = late.warnings;
-      if (state.boards.custom === payload && state.view === "custom") renderWarnings(payload.warnings);
+      const shown = state.boards.custom === payload && state.view === "custom";
+      if (event === "warnings") {
+        payload.warnings = late.warnings;
+        if (shown) renderWarnings(payload.warnings);
+      } else {
+        payload.leaderboard.criteria_breakdown = late.criteria_breakdown;
+        payload.leaderboard.criteria_contribution = late.criteria_contribution;
+        payload.breakdownPending = false;
+        payload.breakdownError = late.error || null;
+        if (shown) renderBreakdown(payload);
+      }
     });
+    payload.breakdownPending = spec.likes.length + spec.avoid.length >= 2
+      && Object.keys(payload.leaderboard.criteria_breakdown || {}).length === 0;
     if (state.controller !== controller) return;     // a newer request took over
     state.boards.custom = payload;
     state.specs.custom = spec;
@@ -378,7 +389,8 @@ function renderTable(payload, custom) {
       custom ? el("td", {className: "num"}, delta(p)) : null,
       ...topics.map((t) => heatCell(r.topics[t])),
       el("td", {className: "num", text: fmt(r.avg_length, 0)}),
-      el("td", {className: "num", text: r.n_missing ? `${r.n} (+${r.n_missing} missing)` : r.n}),
+      el("td", {className: "num", title: r.n_missing ? `${r.n} answered, ${r.n_missing} without an answer (not counted as losses)` : null},
+        String(r.n), r.n_missing ? el("span", {className: "muted small", text: ` of ${r.n + r.n_missing}`}) : null),
     );
     tr.addEventListener("click", () => showExamples(r.model));
     tr.addEventListener("keydown", (e) => { if (e.key === "Enter") showExamples(r.model); });
@@ -441,8 +453,12 @@ function renderPlot(payload) {
   g.append(svgEl("line", {x1: 0, y1: 0, x2: inner, y2: inner, class: "diag"}),
            svgEl("text", {x: inner / 2, y: inner + 36, class: "axis", "text-anchor": "middle"}, "Default rank"),
            svgEl("text", {x: -inner / 2, y: -34, class: "axis", "text-anchor": "middle", transform: "rotate(-90)"}, "Your rank"));
-  const label = ps.length <= 16;
+  // Few models: label all. Many: label only the biggest movers, so the plot stays readable.
+  const moves = ps.map((p) => Math.abs(p.default_position - p.position)).sort((a, b) => b - a);
+  const cut = ps.length <= 16 ? -1 : Math.max(1, moves[Math.min(5, moves.length - 1)]);
+  g.classList.toggle("many", ps.length > 16);
   for (const p of ps) {
+    const label = Math.abs(p.default_position - p.position) > cut || (cut === -1);
     const x = pos(p.default_position), y = pos(p.position);
     const cls = p.position < p.default_position ? "up" : p.position > p.default_position ? "down" : "same";
     const pt = svgEl("g", {class: `pt ${cls}`, "data-model": p.model});
@@ -468,9 +484,14 @@ function renderBreakdown(payload) {
   const bd = payload.leaderboard.criteria_breakdown || {};
   const criteria = Object.keys(bd);
   if (criteria.length === 0) {
-    table.replaceChildren(el("tbody", {}, el("tr", {}, el("td", {className: "muted", text: "No per-criterion breakdown for these criteria."}))));
+    const note = payload.breakdownPending ? "Judging each criterion alone…"
+      : payload.breakdownError ? `The per-criterion boards failed: ${payload.breakdownError}`
+      : "Give two or more criteria to see how each one ranks the models.";
+    table.replaceChildren(el("tbody", {}, el("tr", {}, el("td", {className: "muted", text: note}))));
+    table.dataset.state = payload.breakdownPending ? "pending" : "empty";
     return;
   }
+  table.dataset.state = "ready";
   const order = payload.comparison.placements.map((p) => p.model);
   const share = payload.leaderboard.criteria_contribution || {};
   const head = el("thead", {}, el("tr", {}, el("th", {text: "Model", scope: "col"}),
