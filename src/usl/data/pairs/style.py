@@ -70,7 +70,7 @@ TRAITS: tuple[Trait, ...] = (
           lambda t: bool(_AI.search(t)),
           lambda t: not re.search(r"\bAI\b|language model|artificial intelligence", t)),
     Trait("enthusiastic", "calm_tone",
-          lambda t: _exclaims(t) >= 3,
+          lambda t: _exclaims(t) >= 2,
           lambda t: _exclaims(t) == 0),
     Trait("follow_up_question", "no_questions",
           lambda t: _prose_text(t).rstrip().rstrip("*_ )").endswith("?"),
