@@ -242,3 +242,41 @@ def test_libraries_are_rich():
             assert lib[f.opposite].opposite == f.name
         s = lib.split(f.name, seed=0)
         assert not set(s.train) & set(s.held_out) and len(s.held_out) >= 5
+
+
+def test_alpaca_annotation_pairs_keep_confident_train_labels(root, tmp_path):
+    out = alpaca.load_outputs(root / "alpaca_eval")
+    q_train, q_board = QUERIES[TRAIN[0]], QUERIES[BOARD[0]]
+    rows = [{"instruction": q_train, "generator_1": "base", "generator_2": "x", "output_2": "X wins", "preference": 1.95},
+            {"instruction": q_train, "generator_1": "base", "generator_2": "y", "output_2": "Y loses", "preference": "1.02"},
+            {"instruction": q_train, "generator_1": "base", "generator_2": "z", "output_2": "unsure", "preference": 1.5},
+            {"instruction": q_train, "generator_1": "base", "generator_2": "w", "output_2": "no label", "preference": None},
+            {"instruction": q_board, "generator_1": "base", "generator_2": "x", "output_2": "board", "preference": 2.0}]
+    _gz(tmp_path / "ann" / "x.jsonl.gz", rows, lines=True)
+    pairs = general.alpaca_annotation_pairs(tmp_path / "ann", out, set(out.train), source="g")
+    assert [(p.winner[:6], p.loser[:6]) for p in pairs] == [("X wins", "Base a"), ("Base a", "Y lose")]
+
+
+def test_arena_bench_pairs_need_a_score_gap(tmp_path):
+    bench = tmp_path / "bench"
+    (bench / "model_answer").mkdir(parents=True)
+    (bench / "question.jsonl").write_text(json.dumps({"question_id": "q1", "turns": ["Prove it."]}) + "\n")
+    for m, text in (("good", "A proof."), ("bad", "No."), ("ok", "Sort of.")):
+        _gz(bench / "model_answer" / f"{m}.jsonl.gz", [{"question_id": "q1", "choices": [{"turns": [text]}]}], lines=True)
+    _gz(bench / "gpt4_scores.jsonl.gz", [{"question_id": "q1", "model": "org/good", "score": 9},
+                                         {"question_id": "q1", "model": "bad", "score": 2},
+                                         {"question_id": "q1", "model": "ok", "score": 7}], lines=True)
+    pairs = general.arena_bench_pairs(bench, min_gap=3)
+    assert sorted((p.winner, p.loser) for p in pairs) == [("A proof.", "No."), ("Sort of.", "No.")]
+    assert general.arena_answers(bench)["Prove it."][0] == ("bad", "No.")
+
+
+def test_hh_helpful_dsp_pairs_keep_history(tmp_path):
+    t = "\n\nHuman: Hi\n\nAssistant: Hello\n\nHuman: Tell me a fact.\n\nAssistant: {}"
+    _gz(tmp_path / "h.json.gz", [{"text": [t.format("Water is wet."), t.format("No.")], "score": [1.0, 0.0]},
+                                 {"text": [t.format("a"), "\n\nHuman: other\n\nAssistant: b"], "score": [0, 1]}])
+    pairs = human.dsp_human_pairs(tmp_path / "h.json.gz", source="human/hh_helpful", family="general_helpful")
+    assert len(pairs) == 1  # the second pair's histories differ
+    p = pairs[0]
+    assert (p.winner, p.loser, p.prompt) == ("Water is wet.", "No.", "Hi")
+    assert [m.content for m in p.context] == ["Hi", "Hello", "Tell me a fact."]
