@@ -280,3 +280,18 @@ def test_hh_helpful_dsp_pairs_keep_history(tmp_path):
     p = pairs[0]
     assert (p.winner, p.loser, p.prompt) == ("Water is wet.", "No.", "Hi")
     assert [m.content for m in p.context] == ["Hi", "Hello", "Tell me a fact."]
+
+
+def test_cli_build_train(root, tmp_path):
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+
+    runner = CliRunner()
+    ok = runner.invoke(app, ["--home", str(tmp_path / "home"), "data", "build-train", "--source", str(root),
+                             "--out", str(tmp_path / "o"), "--max-per-source", "50"])
+    assert ok.exit_code == 0, ok.output
+    assert "train:" in ok.output and (tmp_path / "o" / "train.jsonl.gz").is_file()
+    bad = runner.invoke(app, ["--home", str(tmp_path / "home"), "data", "build-train", "--source",
+                              str(tmp_path / "missing"), "--out", str(tmp_path / "o2")])
+    assert bad.exit_code == 2 and "no shared data" in bad.output
