@@ -94,6 +94,10 @@ def convert_gguf(gguf_file: Path, out_dir: Path) -> Path:
     tok = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
                                                  dtype=torch.float32)
+    # The weights are plain fp32 tensors now; drop the GGUF quantizer so they save as safetensors.
+    model.hf_quantizer = None
+    if hasattr(model, "is_quantized"):
+        model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(str(tmp), safe_serialization=True)

@@ -43,7 +43,7 @@ class TrainConfig:
                     "reward, Bradley-Terry loss -logsigmoid(r_chosen - r_rejected) (L_rank).")
     finetune: Finetune = _f("lora", "lora: train LoRA adapters on every linear layer plus the full score head "
                             "(small enough to ship in git). full: train all weights.")
-    lora_r: int = _f(16, "LoRA rank.")
+    lora_r: int = _f(16, "LoRA rank (adapter size grows linearly with it).")
     lora_alpha: int = _f(32, "LoRA alpha (scaling = alpha / r).")
     lora_dropout: float = _f(0.05, "Dropout on the LoRA branch.")
     lora_target_modules: list[str] = _f([], "Module names LoRA wraps; empty = every nn.Linear except the head.")
@@ -58,8 +58,10 @@ class TrainConfig:
     train_file: str = _f("artifacts/data/train.jsonl", "Training pairs, paper JSONL (usl.data.paper_jsonl).")
     dev_file: str = _f("artifacts/data/dev.jsonl", "Development pairs for periodic evaluation and early "
                        "stopping; empty string = no evaluation.")
-    max_train_samples: int = _f(0, "Use at most this many training samples (0 = all); the first N.")
-    max_dev_samples: int = _f(0, "Use at most this many dev samples (0 = all); the first N.")
+    max_train_samples: int = _f(0, "Use at most this many training samples (0 = all): a seeded random "
+                             "subset, in file order.")
+    max_dev_samples: int = _f(0, "Use at most this many dev samples (0 = all): a seeded random subset, "
+                           "in file order (files are often grouped by source).")
     data_direction: Direction = _f("original", "original: winner's criteria, winner chosen. reverse: the "
                                    "loser's criteria ('loser_criteria' in the sample), loser chosen. random: "
                                    "one of the two per sample and epoch.")
@@ -97,6 +99,8 @@ class TrainConfig:
     logging_steps: int = _f(10, "Log the training curve every N optimiser steps.")
     early_stopping_patience: int = _f(3, "Stop after N evaluations without a lower dev loss (0 = never).")
     save_total_limit: int = _f(2, "Checkpoints kept on disk (the best one is always kept).")
+    max_train_minutes: float = _f(0.0, "Stop training after this many minutes of wall clock (evaluating and "
+                                  "checkpointing first), e.g. to fit a rented GPU slot; 0 = no limit.")
     seed: int = _f(42, "Seed of model init, data order, noise, direction and position draws.")
     resume: bool = _f(False, "Resume from the last checkpoint in output_dir.")
 

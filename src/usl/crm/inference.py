@@ -40,7 +40,7 @@ def weights_version(model_dir: Path) -> str:
 
 class CRMScorer:
     def __init__(self, path: str | Path, *, device: str | None = None, home: str | Path | None = None,
-                 batch_size: int = 4, backbone: str | None = None):
+                 batch_size: int | None = None, backbone: str | None = None):
         import torch
 
         from usl.crm.backbone import ensure_pad_token, load_classifier, resolve_backbone, weights_sha256
@@ -52,7 +52,7 @@ class CRMScorer:
             raise ValueError(f"{self.dir}/crm.json: format {self.meta.get('format')!r}, expected {CRM_FORMAT}")
         self.loss = self.meta["loss"]
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.batch_size = batch_size
+        self.batch_size = batch_size or (32 if self.device.startswith("cuda") else 4)
         from transformers import AutoTokenizer
 
         self.tok = AutoTokenizer.from_pretrained(str(self.dir))

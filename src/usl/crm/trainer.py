@@ -25,7 +25,7 @@ import math
 import os
 import subprocess
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from usl.crm.config import TrainConfig
@@ -132,7 +132,21 @@ def _callbacks(run_dir: Path, train_ds, cfg: TrainConfig, trainer_ref: dict):
                 with open(run_dir / "metrics.jsonl", "a") as f:
                     f.write(json.dumps(rec) + "\n")
 
-    return [EpochViews(), MetricsFile()]
+    class TimeLimit(TrainerCallback):
+        """Stop after ``max_train_minutes``, evaluating and saving first so the best model is kept."""
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            if cfg.max_train_minutes > 0 and time.perf_counter() - self.t0 > 60 * cfg.max_train_minutes:
+                log.warning("time limit of %.1f min reached at step %d: stopping", cfg.max_train_minutes,
+                            state.global_step)
+                control.should_training_stop = True
+                control.should_evaluate = args.eval_strategy != "no"
+                control.should_save = True
+
+    return [EpochViews(), MetricsFile(), TimeLimit()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,13 +201,18 @@ def training_args(cfg: TrainConfig, run_dir: Path, has_dev: bool, world_size: in
         log.warning("effective batch %d is not a multiple of %d pairs per step; using %d",
                     cfg.effective_batch_size, per_step, accum * per_step)
     prec = _precision(cfg)
+    # transformers 5.x takes a warmup *ratio* as a float warmup_steps; older 5.x still has warmup_ratio
+    import inspect
+
+    warmup = {"warmup_ratio": cfg.warmup_ratio} if "warmup_ratio" in inspect.signature(TrainingArguments).parameters \
+        else {"warmup_steps": cfg.warmup_ratio}
     return TrainingArguments(
         output_dir=str(run_dir / "checkpoints"),
         per_device_train_batch_size=cfg.per_device_train_batch_size,
         per_device_eval_batch_size=cfg.per_device_eval_batch_size,
         gradient_accumulation_steps=accum,
         learning_rate=cfg.learning_rate, num_train_epochs=cfg.num_train_epochs, max_steps=cfg.max_steps,
-        lr_scheduler_type=cfg.lr_scheduler_type, warmup_steps=cfg.warmup_ratio,
+        lr_scheduler_type=cfg.lr_scheduler_type, **warmup,
         weight_decay=cfg.weight_decay, max_grad_norm=cfg.max_grad_norm,
         bf16=prec == "bf16", fp16=prec == "fp16",
         eval_strategy="steps" if has_dev else "no", eval_steps=cfg.eval_steps,
@@ -209,29 +228,45 @@ def training_args(cfg: TrainConfig, run_dir: Path, has_dev: bool, world_size: in
     )
 
 
-def _load_split(path: str, limit: int):
+def _load_split(path: str, limit: int, seed: int):
+    import numpy as np
+
     from usl.data.paper_jsonl import read_samples
 
     samples = read_samples(path)
-    return samples[:limit] if limit else samples
+    if not limit or limit >= len(samples):
+        return samples
+    keep = np.sort(np.random.default_rng(seed).choice(len(samples), size=limit, replace=False))
+    return [samples[i] for i in keep]
 
 
-def train(cfg: TrainConfig, home: str | None = None) -> Path:
-    """Run one training job end to end; returns the directory of the final model."""
-    import torch
+@dataclass
+class Built:
+    """Everything ``train`` runs, exposed for tests and notebooks."""
+
+    trainer: object
+    train_ds: object
+    dev_ds: object
+    tokenizer: object
+    model_dir: Path
+    run_dir: Path
+    world_size: int
+
+
+def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
+    """Resolve the backbone, read the data, wrap the model, configure the ``Trainer``."""
     from transformers import EarlyStoppingCallback, set_seed
 
-    from usl.crm.backbone import load_tokenizer, resolve_backbone, weights_sha256
+    from usl.crm.backbone import load_tokenizer, resolve_backbone
     from usl.crm.dataset import CRMDataset, PairwiseCollator, PointwiseCollator
     from usl.crm.formatting import PromptFormatter
 
     run_dir = Path(cfg.output_dir)
-    if run_dir.exists() and (run_dir / "final").exists() and not cfg.resume:
-        raise ValueError(f"{run_dir} already holds a finished run; choose another output_dir")
+    if (run_dir / "final").exists() and not cfg.resume:
+        raise ValueError(f"{run_dir} already holds a finished run; choose another output_dir or resume")
     run_dir.mkdir(parents=True, exist_ok=True)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    is_main = int(os.environ.get("RANK", "0")) == 0
-    if is_main:
+    if int(os.environ.get("RANK", "0")) == 0:
         (run_dir / "config.yaml").write_text(cfg.to_yaml())
 
     model_dir = resolve_backbone(cfg.backbone, home)
@@ -240,10 +275,12 @@ def train(cfg: TrainConfig, home: str | None = None) -> Path:
                           min_response_tokens=cfg.min_response_tokens, keep=cfg.truncation_keep,
                           use_chat_template=cfg.use_chat_template)
     common = dict(loss=cfg.loss, tie_policy=cfg.tie_policy, seed=cfg.seed, swap_positions=cfg.swap_positions)
-    train_ds = CRMDataset(_load_split(cfg.train_file, cfg.max_train_samples), fmt, train=True,
+    train_ds = CRMDataset(_load_split(cfg.train_file, cfg.max_train_samples, cfg.seed), fmt, train=True,
                           direction=cfg.data_direction, noise=cfg.data_noise, **common)
-    dev_ds = CRMDataset(_load_split(cfg.dev_file, cfg.max_dev_samples), fmt, train=False, **common) \
+    dev_ds = CRMDataset(_load_split(cfg.dev_file, cfg.max_dev_samples, cfg.seed), fmt, train=False, **common) \
         if cfg.dev_file else None
+    if len(train_ds) == 0:
+        raise ValueError(f"{cfg.train_file}: no training pairs left (tie_policy={cfg.tie_policy})")
     log.info("train: %d pairs (%d ties excluded); dev: %s inputs", len(train_ds), train_ds.excluded_ties,
              len(dev_ds) if dev_ds else "none")
 
@@ -259,7 +296,17 @@ def train(cfg: TrainConfig, home: str | None = None) -> Path:
         model=model, args=args, train_dataset=train_ds, eval_dataset=dev_ds, data_collator=collator,
         compute_metrics=dev_metrics, callbacks=callbacks, loss_kind=cfg.loss)
     ref["trainer"] = trainer
+    return Built(trainer, train_ds, dev_ds, tok, model_dir, run_dir, world_size)
 
+
+def train(cfg: TrainConfig, home: str | None = None, built: Built | None = None) -> Path:
+    """Run one training job end to end; returns the directory of the final model."""
+    import torch
+
+    from usl.crm.backbone import weights_sha256
+
+    b = built or build_trainer(cfg, home)
+    trainer, train_ds, dev_ds, run_dir = b.trainer, b.train_ds, b.dev_ds, b.run_dir
     t0 = time.perf_counter()
     resume = bool(cfg.resume) and any((run_dir / "checkpoints").glob("checkpoint-*"))
     result = trainer.train(resume_from_checkpoint=True if resume else None)
@@ -268,7 +315,7 @@ def train(cfg: TrainConfig, home: str | None = None) -> Path:
 
     final = run_dir / "final"
     if trainer.is_world_process_zero():
-        save_final(trainer.model, tok, final, cfg, backbone_sha=weights_sha256(model_dir))
+        save_final(trainer.model, b.tokenizer, final, cfg, backbone_sha=weights_sha256(b.model_dir))
         report = {"train": train_ds.report.to_dict(), "dev": dev_ds.report.to_dict() if dev_ds else None,
                   "max_length": cfg.max_length, "policy": {"query_max_tokens": cfg.query_max_tokens,
                                                            "min_response_tokens": cfg.min_response_tokens,
@@ -278,10 +325,10 @@ def train(cfg: TrainConfig, home: str | None = None) -> Path:
                    "dev_metrics": final_metrics, "global_step": trainer.state.global_step,
                    "best_checkpoint": trainer.state.best_model_checkpoint,
                    "pairs_per_s": round(result.metrics.get("train_samples_per_second", 0.0), 3),
-                   "tokens_per_s": round(trainer.tokens_seen * world_size / max(train_s, 1e-9), 1),
-                   "world_size": world_size, "precision": _precision(cfg),
+                   "tokens_per_s": round(trainer.tokens_seen * b.world_size / max(train_s, 1e-9), 1),
+                   "world_size": b.world_size, "precision": _precision(cfg),
                    "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-                   **provenance()}
+                   "truncated_train_inputs": train_ds.report.truncated, **provenance()}
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         log.info("done in %.0fs: dev %s; final model in %s; truncated %d/%d train inputs", train_s,
                  {k: v for k, v in final_metrics.items() if k in ("eval_loss", "eval_accuracy")}, final,
@@ -296,6 +343,7 @@ def save_final(model, tokenizer, final: Path, cfg: TrainConfig, backbone_sha: st
 
     final.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(final))
+    (final / "README.md").unlink(missing_ok=True)      # peft's empty template; MODEL_CARD.md is ours
     dtype = getattr(torch, cfg.export_dtype)
     for f in final.glob("*.safetensors"):
         sd = load_file(str(f))

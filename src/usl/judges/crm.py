@@ -19,7 +19,7 @@ class CRMJudge:
     path: str
     device: str | None = None
     home: str | None = None
-    batch_size: int = 4
+    batch_size: int | None = None   # None: 32 on CUDA, 4 on CPU
     name: str = "crm"
     can_tie: bool = False
     cacheable: bool = True
@@ -54,7 +54,7 @@ class CRMJudge:
 
 @register("crm")
 def _crm(arg: str | None = None, *, device: str | None = None, home: str | None = None,
-         batch_size: int = 4, **_) -> CRMJudge:
+         batch_size: int | None = None, **_) -> CRMJudge:
     if not arg:
         raise ValueError("judge 'crm' needs a path: crm:PATH (a run directory or a directory with crm.json)")
     from usl.crm.inference import model_dir_of

@@ -1,0 +1,134 @@
+"""A few training steps on a tiny random Qwen3 (2 layers, hidden 64): parameters move, losses are finite,
+runs resume, the run directory is complete, and the trained model loads as a `crm:` judge."""
+
+import json
+import math
+
+import pytest
+
+from crm_fixtures import sample_dict, tiny_backbone, tiny_data, write_jsonl
+from usl.crm.config import TrainConfig
+from usl.crm.trainer import build_trainer, train
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    d = tmp_path_factory.mktemp("crm")
+    tiny_backbone(d / "bb")
+    tiny_data(d / "train.jsonl", 8)
+    tiny_data(d / "dev.jsonl", 4)
+    return d
+
+
+def cfg(env, name, **kw):
+    base = dict(backbone=str(env / "bb"), train_file=str(env / "train.jsonl"), dev_file="",
+                output_dir=str(env / name), max_steps=2, logging_steps=1, eval_steps=2,
+                effective_batch_size=4, per_device_train_batch_size=2, max_length=512,
+                learning_rate=5e-3, warmup_ratio=0.0, data_noise="random", data_direction="random")
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.mark.parametrize("loss,finetune", [("pairwise", "lora"), ("pointwise", "lora"),
+                                           ("pairwise", "full"), ("pointwise", "full")])
+def test_steps_move_parameters(env, loss, finetune):
+    b = build_trainer(cfg(env, f"{loss}-{finetune}", loss=loss, finetune=finetune), home=str(env / "home"))
+    model = b.trainer.model
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    b.trainer.train()
+    after = dict(model.named_parameters())
+    trainable = [n for n, p in after.items() if p.requires_grad]
+    changed = [n for n in trainable if not (after[n].detach() == before[n]).all()]
+    assert len(trainable) > 0 and len(changed) > 0.9 * len(trainable), sorted(set(trainable) - set(changed))
+    if finetune == "lora":
+        assert any("lora_B" in n for n in changed) and any("score" in n for n in changed)
+        frozen = [n for n, p in after.items() if not p.requires_grad]
+        assert frozen and all((after[n].detach() == before[n]).all() for n in frozen)
+    losses = [h["loss"] for h in b.trainer.state.log_history if "loss" in h]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    assert b.trainer.state.global_step == 2
+
+
+def test_run_dir_truncation_and_judge(env):
+    long_rows = [sample_dict(i, pref="model_a" if i % 2 == 0 else "model_b", long=60) for i in range(8)]
+    write_jsonl(env / "long.jsonl", long_rows)
+    c = cfg(env, "full_run", train_file=str(env / "long.jsonl"), dev_file=str(env / "dev.jsonl"),
+            max_length=400, min_response_tokens=32, max_steps=4)
+    final = train(c, home=str(env / "home"))
+    run = final.parent
+    assert {"config.yaml", "metrics.jsonl", "truncation.json", "summary.json"} <= {p.name for p in run.iterdir()}
+    assert {"crm.json", "adapter_model.safetensors", "adapter_config.json"} <= {p.name for p in final.iterdir()}
+    trunc = json.loads((run / "truncation.json").read_text())
+    assert trunc["train"]["inputs"] == 16 and trunc["train"]["truncated"] == 16   # every pair kept, all cut
+    cut = trunc["train"]["parts_cut"]       # only the long answer is cut, wherever it was placed
+    assert cut["response_a"] + cut["response_b"] == 16 and trunc["dev"]["truncated"] == 0
+    curve = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert any("pairs_per_s" in r for r in curve) and any("eval_loss" in r for r in curve)
+
+    from usl.judges.base import JudgeRequest
+    from usl.judges.registry import load_judge
+    from usl.types import Criteria
+
+    j = load_judge(f"crm:{run}", home=str(env / "home"), device="cpu")
+    reqs = [JudgeRequest(Criteria(("concise",)), "q", "short", "a long answer " * 200),
+            JudgeRequest(Criteria(("verbose",)), "q", "a long answer", "short")]
+    v = j.judge(reqs)
+    assert len(v) == 2 and all(0.0 <= x.p_a <= 1.0 and x.p_tie == 0.0 for x in v)
+    assert j.identity == load_judge(f"crm:{final}", home=str(env / "home")).identity
+    assert len(j.version) == 16 and j.cacheable
+    with pytest.raises(FileNotFoundError, match="no crm.json"):
+        load_judge(f"crm:{env}")
+
+
+def test_resume_continues_where_it_stopped(env):
+    from transformers import TrainerCallback
+
+    class StopAt2(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step == 2:
+                control.should_training_stop = True
+
+    def run(name, resume=False, stop=False):
+        c = cfg(env, name, max_steps=4, eval_steps=2, resume=resume, learning_rate=1e-2)
+        b = build_trainer(c, home=str(env / "home"))
+        if stop:
+            b.trainer.add_callback(StopAt2())
+        b.trainer.train(resume_from_checkpoint=True if resume else None)
+        return [round(h["loss"], 5) for h in b.trainer.state.log_history if "loss" in h], b
+
+    full, _ = run("uninterrupted")
+    first, _ = run("interrupted", stop=True)
+    assert (env / "interrupted" / "checkpoints" / "checkpoint-2").is_dir()
+    rest, b = run("interrupted", resume=True)
+    assert b.trainer.state.global_step == 4
+    assert len(full) == 4 and first == full[:2]
+    assert rest[-2:] == full[2:]            # same data order, same per-epoch noise, same weights
+
+
+def test_ties_soft_or_excluded(env):
+    rows = [sample_dict(i, pref=p) for i, p in enumerate(["model_a", "tie", "model_b", "tie"])]
+    write_jsonl(env / "ties.jsonl", rows)
+    soft = build_trainer(cfg(env, "ties_soft", train_file=str(env / "ties.jsonl")), home=str(env / "home"))
+    assert len(soft.train_ds) == 4
+    labels = sorted(tuple(soft.train_ds[i]["labels"]) for i in range(4))
+    assert labels.count((0.5, 0.5)) == 2
+    excl = build_trainer(cfg(env, "ties_excl", train_file=str(env / "ties.jsonl"), tie_policy="exclude",
+                             loss="pointwise"), home=str(env / "home"))
+    assert len(excl.train_ds) == 2 and excl.train_ds.excluded_ties == 2
+
+
+def test_positions_are_balanced_per_epoch(env):
+    b = build_trainer(cfg(env, "positions", data_noise="none", data_direction="original"), home=str(env / "home"))
+    ds = b.train_ds
+    firsts = []
+    for epoch in range(4):
+        ds.set_epoch(epoch)
+        firsts.append([ds[i]["labels"][0] for i in range(len(ds))])
+    # sample i's winner is A or B depending on the draw, and the draws change between epochs
+    flat = [x for row in firsts for x in row]
+    assert 0.25 < sum(flat) / len(flat) < 0.75 and firsts[0] != firsts[1]
+
+
+def test_finished_run_is_not_overwritten(env):
+    with pytest.raises(ValueError, match="already holds a finished run"):
+        build_trainer(cfg(env, "full_run"), home=str(env / "home"))

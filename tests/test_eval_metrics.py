@@ -1,0 +1,84 @@
+"""Evaluation metrics against hand-computed examples, and `usl eval` end to end on a tiny file."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from crm_fixtures import sample_dict, write_jsonl
+from usl.evaluation.metrics import Judged, accuracy, agreement, flip_consistency, summarize, swap_consistency
+from usl.judges.base import Verdict
+from usl.types import Message, PreferenceSample
+
+
+def S(idx, pref, a="ra", b="rb", group=""):
+    return PreferenceSample(idx, "q", (Message("user", "q"), Message("assistant", a)),
+                            (Message("user", "q"), Message("assistant", b)), ("c",), pref, "src", group)
+
+
+A, B, T = Verdict(1.0), Verdict(0.0), Verdict(0.0, 1.0)
+
+
+def test_accuracy_agreement_swap_by_hand():
+    items = [
+        Judged(S("1", "model_a"), A, B),              # says A both orders: correct, consistent
+        Judged(S("2", "model_b"), A, B),              # says A: wrong, consistent
+        Judged(S("3", "model_a"), A, A),              # always the first: undecided -> half credit, inconsistent
+        Judged(S("4", "tie"), T, T),                  # tie label, tie decision: agrees; not in accuracy
+        Judged(S("5", "model_b"), Verdict(0.2), Verdict(0.9)),   # avg p_a = (0.2+0.1)/2 -> B: correct
+    ]
+    acc, n = accuracy(items)
+    assert n == 4 and acc == pytest.approx((1 + 0 + 0.5 + 1) / 4)
+    assert agreement(items) == pytest.approx(3 / 5)          # 1, 4, 5 (3 is a tie decision on an A label)
+    assert swap_consistency(items) == pytest.approx(4 / 5)   # only item 3 changes with the order
+    m = summarize(items)
+    assert (m["n"], m["n_non_tie"]) == (5, 4)
+
+
+def test_flip_consistency_by_hand():
+    g1 = [Judged(S("g1a", "model_a", group="g1"), A, B),                    # judge: ra
+          Judged(S("g1b", "model_b", group="g1"), B, A)]                    # judge: rb -> flipped, both right
+    g2 = [Judged(S("g2a", "model_a", group="g2"), A, B),                    # judge: ra
+          Judged(S("g2b", "model_a", a="rb", b="ra", group="g2"), B, A)]    # swapped order, gold rb; judge ra
+    g3 = [Judged(S("g3a", "model_a", group="g3"), A, B),
+          Judged(S("g3b", "model_a", group="g3"), A, B)]                    # criteria agree: not counted
+    g4 = [Judged(S("g4a", "model_a", group="g4"), A, B),
+          Judged(S("g4b", "model_b", a="other", group="g4"), B, A)]         # different responses: skipped
+    f = flip_consistency(g1 + g2 + g3 + g4)
+    assert (f["pairs"], f["flip_rate"], f["flip_both_correct"], f["skipped_pairs"]) == (2, 0.5, 0.5, 1)
+
+
+def test_empty_and_all_tie():
+    assert accuracy([]) == (None, 0)
+    assert summarize([Judged(S("1", "tie"), A, B)])["accuracy"] is None
+
+
+@pytest.fixture
+def tiny_file(tmp_path):
+    rows = [sample_dict(i, pref="model_b" if i % 2 == 0 else "model_a") for i in range(6)]  # longer wins
+    rows += [sample_dict(6, pref="tie")]
+    return write_jsonl(tmp_path / "tiny.jsonl", rows)
+
+
+def test_usl_eval_length_json(tiny_file, tmp_path):
+    from usl.cli import app
+
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["--home", str(tmp_path / "home"), "eval", "--judge", "length",
+                                   "--data", str(tiny_file), "--json", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert {"n", "accuracy", "swap_consistency", "agreement", "flip", "by_file", "by_source"} <= set(d)
+    assert d["n"] == 7 and d["n_non_tie"] == 6 and d["accuracy"] == 1.0 and d["swap_consistency"] == 1.0
+    assert d["by_file"]["tiny.jsonl"]["n"] == 7 and json.loads(out.read_text())["n"] == 7
+    res = CliRunner().invoke(app, ["eval", "--judge", "length", "--data", str(tiny_file), "--limit", "2"])
+    assert res.exit_code == 0 and "overall" in res.output and "     2" in res.output
+
+
+def test_usl_eval_errors(tiny_file, tmp_path):
+    from usl.cli import app
+
+    res = CliRunner().invoke(app, ["eval", "--judge", "nosuch", "--data", str(tiny_file)])
+    assert res.exit_code == 2 and "unknown judge" in res.output
+    res = CliRunner().invoke(app, ["eval", "--judge", "length", "--data", str(tmp_path / "missing.jsonl")])
+    assert res.exit_code == 2 and "file not found" in res.output
