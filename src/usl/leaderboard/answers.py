@@ -37,6 +37,7 @@ class Answers:
     _words: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
     _grids: dict[tuple, "PairGrid"] = field(default_factory=dict, repr=False)
     _lengths: dict[tuple, np.ndarray] = field(default_factory=dict, repr=False)
+    _texts: dict[tuple, tuple[list[str], list[str], list[str]]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.query_text = {q.id: q.text for q in self.benchmark.queries}
@@ -77,6 +78,18 @@ class Answers:
                         content[i, j] = self.content(q, m, baseline)
             g = self._grids[key] = PairGrid(models, query_ids, content)
         return g
+
+    def pair_texts(self, grid: "PairGrid", baseline: str) -> tuple[list[str], list[str], list[str]]:
+        """(queries, model answers, baseline answers) of the grid's answered pairs, in
+        ``np.nonzero(grid.answered)`` order; memoised per grid."""
+        key = (baseline, grid.models, grid.query_ids)
+        if key not in self._texts:
+            rows, cols = np.nonzero(grid.answered)
+            qids = [grid.query_ids[j] for j in cols.tolist()]
+            self._texts[key] = ([self.query_text[q] for q in qids],
+                                [self.responses[(q, grid.models[i])] for q, i in zip(qids, rows.tolist())],
+                                [self.responses[(q, baseline)] for q in qids])
+        return self._texts[key]
 
     def lengths(self, models: list[str], query_ids: list[str]) -> np.ndarray:
         """(len(models), len(query_ids)) answer lengths in whitespace words; NaN when missing. Memoised."""

@@ -72,22 +72,24 @@ def _cached(cache: JudgmentCache | None, scope: CacheScope, grid: PairGrid, orde
 
 def _score_matrix_path(data, judge, job, grid, cache, scope, config, progress) -> np.ndarray:
     (s,) = _cached(cache, scope, grid, (BOTH_ORDERS,))
-    todo = [(int(i), int(j)) for i, j in zip(*np.nonzero(grid.answered & np.isnan(s)))]
+    rows, cols = np.nonzero(grid.answered)
+    todo = np.flatnonzero(np.isnan(s[rows, cols]))          # positions into the answered pairs
+    qs, ma, ba = data.pair_texts(grid, job.baseline)
     step = config.matrix_batch_size if cache is not None else max(len(todo), 1)
     for start in range(0, len(todo), step):
-        chunk = todo[start:start + step]
-        qs = [data.query_text[job.query_ids[j]] for _, j in chunk]
-        ma = [data.responses[(job.query_ids[j], job.models[i])] for i, j in chunk]
-        ba = [data.responses[(job.query_ids[j], job.baseline)] for _, j in chunk]
-        vals = np.asarray(judge.judge_matrix(job.criteria, qs, ma, ba), dtype=np.float64)
-        if vals.shape != (len(chunk),):
+        idx = todo[start:start + step]
+        whole = len(idx) == len(qs)                          # the usual uncached case: no copying
+        vals = np.asarray(judge.judge_matrix(job.criteria, qs if whole else [qs[k] for k in idx],
+                                             ma if whole else [ma[k] for k in idx],
+                                             ba if whole else [ba[k] for k in idx]), dtype=np.float64)
+        if vals.shape != (len(idx),):
             raise ValueError(f"judge {judge.identity}: judge_matrix returned shape {vals.shape}, "
-                             f"expected ({len(chunk)},)")
-        rows, cols = (list(x) for x in zip(*chunk))
-        s[rows, cols] = vals
+                             f"expected ({len(idx)},)")
+        r, c = rows[idx], cols[idx]
+        s[r, c] = vals
         if cache is not None:
             cache.insert(scope, [Judgment(job.models[i], job.query_ids[j], BOTH_ORDERS, int(grid.content[i, j]),
-                                          float(v)) for (i, j), v in zip(chunk, vals)])
+                                          float(v)) for i, j, v in zip(r.tolist(), c.tolist(), vals.tolist())])
         if progress:
             progress(min(start + step, len(todo)), len(todo))
     return s
