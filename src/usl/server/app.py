@@ -12,6 +12,7 @@ own address so that a copied link reproduces the ranking.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -74,7 +75,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         if cfg.warm:
             try:
                 if cfg.benchmark in await asyncio.to_thread(service.benchmarks):
-                    jobs.submit(_default_spec(cfg.benchmark, cfg.judges[0], None))
+                    jobs.submit(_default_spec(cfg.benchmark, cfg.judges[0], None), keep=True)
             except Exception as e:  # noqa: BLE001 - a failed warm-up must not stop the server
                 log.warning("warm-up failed: %s", e)
             # Loads whatever the contradiction check needs (a sentence embedder) before the
@@ -140,9 +141,10 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
             ids.append(by_id[t])
         return tuple(sorted(set(ids)))
 
-    async def ranked(spec: LeaderboardSpec) -> Leaderboard:
+    async def ranked(spec: LeaderboardSpec, keep: bool = False) -> Leaderboard:
         try:
-            return await asyncio.wrap_future(jobs.submit(spec).future)
+            with jobs.hold(jobs.submit(spec, keep=keep)) as job:
+                return await asyncio.wrap_future(job.future)
         except _USER_ERRORS as e:
             raise HTTPException(422, _message(e)) from e
 
@@ -164,7 +166,8 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
 
     async def full(spec: LeaderboardSpec) -> dict:
         dspec = _default_spec(spec.benchmark, spec.judge, spec.baseline)
-        default, lb, notes = await asyncio.gather(ranked(dspec), ranked(spec), contradictions(spec.criteria))
+        default, lb, notes = await asyncio.gather(ranked(dspec, keep=True), ranked(spec),
+                                                  contradictions(spec.criteria))
         return response_for(spec, lb, default, notes)
 
     # ---- routes --------------------------------------------------------------------------
@@ -220,49 +223,50 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         With two or more criteria the table is ranked first without the per-criterion boards
         (``result``), and those follow as a ``breakdown`` event: judging each criterion alone
         costs one pass per criterion, and the user is waiting for the table, not for them.
+        The stream holds its jobs; when the page closes it (a newer request), they are cancelled.
         """
         t0 = time.perf_counter()
         dspec = _default_spec(spec.benchmark, spec.judge, spec.baseline)
         split = spec.per_criterion and len(spec.criteria.likes) + len(spec.criteria.avoid) >= 2
         first = dataclasses.replace(spec, per_criterion=False) if split else spec
-        todo = [jobs.submit(dspec), jobs.submit(first)]
         notes = asyncio.ensure_future(contradictions(spec.criteria))
-        yield _sse("progress", {"done": 0, "total": 0, "elapsed_s": 0.0})
-        try:
-            async for event in _follow(request, todo, t0):
-                yield event
-        except _Gone:
-            notes.cancel()
-            return
-        try:
-            default, lb = _outcome(todo)
-            # Neither does the table wait for the contradiction check (it may still be loading a
-            # sentence embedder): what is known now goes with it, the rest in a `warnings` event.
-            late = not notes.done()
-            payload = response_for(spec, lb, default, [] if late else notes.result())
-        except Exception as e:  # noqa: BLE001 - the page must learn that it failed
-            notes.cancel()
-            yield _error_event(e)
-            return
-        payload["elapsed_s"] = round(time.perf_counter() - t0, 3)
-        yield _sse("result", payload)
-        if split:
-            full_job = [jobs.submit(spec)]
+        with contextlib.ExitStack() as held:
+            todo = [held.enter_context(jobs.hold(jobs.submit(dspec, keep=True))),
+                    held.enter_context(jobs.hold(jobs.submit(first)))]
+            yield _sse("progress", {"done": 0, "total": 0, "elapsed_s": 0.0})
             try:
-                async for _ in _follow(request, full_job, t0):
-                    pass
+                async for event in _follow(request, todo, t0):
+                    yield event
+                default, lb = _outcome(todo)
+                # Neither does the table wait for the contradiction check (it may still be loading
+                # a sentence embedder): what is known now goes with it, the rest comes later.
+                late = not notes.done()
+                payload = response_for(spec, lb, default, [] if late else notes.result())
             except _Gone:
                 notes.cancel()
                 return
-            try:
-                (board,) = _outcome(full_job)
-                yield _sse("breakdown", {"criteria_breakdown": board.criteria_breakdown,
-                                         "criteria_contribution": board.criteria_contribution,
-                                         "elapsed_s": round(time.perf_counter() - t0, 3)})
-            except Exception as e:  # noqa: BLE001 - the table is out; report, don't abort
-                log.warning("per-criterion boards failed: %s", e)
-                yield _sse("breakdown", {"criteria_breakdown": {}, "criteria_contribution": {},
-                                         "error": _message(e)})
+            except Exception as e:  # noqa: BLE001 - the page must learn that it failed
+                notes.cancel()
+                yield _error_event(e)
+                return
+            payload["elapsed_s"] = round(time.perf_counter() - t0, 3)
+            yield _sse("result", payload)
+            if split:
+                full = held.enter_context(jobs.hold(jobs.submit(spec)))
+                try:
+                    async for _ in _follow(request, [full], t0):
+                        pass
+                    (board,) = _outcome([full])
+                    yield _sse("breakdown", {"criteria_breakdown": board.criteria_breakdown,
+                                             "criteria_contribution": board.criteria_contribution,
+                                             "elapsed_s": round(time.perf_counter() - t0, 3)})
+                except _Gone:
+                    notes.cancel()
+                    return
+                except Exception as e:  # noqa: BLE001 - the table is out; report, don't abort
+                    log.warning("per-criterion boards failed: %s", e)
+                    yield _sse("breakdown", {"criteria_breakdown": {}, "criteria_contribution": {},
+                                             "error": _message(e)})
         if late:
             more = await notes
             yield _sse("warnings", {"warnings": list(dict.fromkeys([*more, *payload["warnings"]]))})
@@ -271,17 +275,22 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         """Wait for jobs, yielding a ``progress`` event whenever their summed progress moves."""
         waits = [asyncio.wrap_future(j.future) for j in todo]
         last = None
-        while not all(w.done() for w in waits):
-            await asyncio.wait(waits, timeout=cfg.progress_interval_s, return_when=asyncio.ALL_COMPLETED)
-            if await request.is_disconnected():
-                raise _Gone()
-            now = (sum(j.done for j in todo), sum(j.total for j in todo))
-            if now != last:
-                last = now
-                yield _sse("progress", {"done": now[0], "total": now[1],
-                                        "elapsed_s": round(time.perf_counter() - t0, 3)})
-        for w in waits:
-            w.exception()       # mark every failure retrieved; _outcome re-raises from the jobs
+        try:
+            while not all(w.done() for w in waits):
+                await asyncio.wait(waits, timeout=cfg.progress_interval_s, return_when=asyncio.ALL_COMPLETED)
+                if await request.is_disconnected():
+                    raise _Gone()
+                now = (sum(j.done for j in todo), sum(j.total for j in todo))
+                if now != last:
+                    last = now
+                    yield _sse("progress", {"done": now[0], "total": now[1],
+                                            "elapsed_s": round(time.perf_counter() - t0, 3)})
+        finally:
+            for w in waits:     # mark every outcome retrieved; _outcome re-raises from the jobs
+                if w.done() and not w.cancelled():
+                    w.exception()
+                else:
+                    w.cancel()
 
     @app.get("/api/examples", response_model=ExamplesResponse, tags=["leaderboard"],
              summary="A model's answers beside the baseline's, with the judge's verdicts")
@@ -301,7 +310,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     async def export_csv(s: SpecIn = Depends(_spec_query)) -> Response:
         spec = await resolve(s)
         dspec = _default_spec(spec.benchmark, spec.judge, spec.baseline)
-        default, lb = await asyncio.gather(ranked(dspec), ranked(spec))
+        default, lb = await asyncio.gather(ranked(dspec, keep=True), ranked(spec))
         return Response(views.to_csv(lb, default), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": 'attachment; filename="usl_leaderboard.csv"'})
 

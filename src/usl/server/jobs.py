@@ -4,6 +4,12 @@ Ranking can take seconds, so it runs on worker threads while the event loop keep
 Two requests for the same spec (the page and an export, or two tabs) share one job, and the
 last ``cache_size`` finished leaderboards are kept so that export, examples and a shared link
 do not judge anything twice. Failed jobs are forgotten so that a retry really retries.
+
+A job nobody waits for any more (the user changed the criteria and asked again, closing the
+old stream) is cancelled, so stale work does not slow the new request on a small machine: it
+is dropped from the queue if it has not started, or stopped at the engine's next progress
+report (the progress callback raises ``JobCancelled``). Jobs submitted with ``keep=True`` (the
+default leaderboard, which everyone needs) are never cancelled.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 log = logging.getLogger(__name__)
 
 
+class JobCancelled(Exception):
+    """Raised inside the engine (through the progress callback) to stop a job nobody wants."""
+
+
 def spec_key(spec: LeaderboardSpec) -> str:
     """Equal for specs that must give the same leaderboard (criteria order and spacing ignored)."""
     d = spec.to_json()
@@ -33,18 +43,27 @@ def spec_key(spec: LeaderboardSpec) -> str:
 @dataclass
 class Job:
     spec: LeaderboardSpec
+    keep: bool = False
     future: "Future[Leaderboard]" = field(default_factory=Future)
     done: int = 0
     total: int = 0
+    listeners: int = 0
+    cancelled: bool = False
 
     def progress(self, done: int, total: int) -> None:
         # Called from the worker thread; two ints written together are good enough for a
         # progress bar (a reader may see a stale pair, never a crash).
+        if self.cancelled:
+            raise JobCancelled("nobody is waiting for this leaderboard any more")
         self.done, self.total = int(done), int(total)
 
 
 class RankJobs:
-    """Runs ``rank(spec, progress)`` on a thread pool with in-flight sharing and an LRU of results."""
+    """Runs ``rank(spec, progress)`` on a thread pool with in-flight sharing and an LRU of results.
+
+    Callers that wait for a job hold it with ``with jobs.hold(job): ...``; when the last holder
+    lets go of an unfinished job that is not ``keep``, it is cancelled.
+    """
 
     def __init__(self, rank: Callable[..., Leaderboard], *, workers: int = 2, cache_size: int = 64):
         self._rank = rank
@@ -52,19 +71,41 @@ class RankJobs:
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
         self._cache_size = cache_size
+        self.cancelled = 0          # jobs cancelled so far (for tests and /api/health-like checks)
 
-    def submit(self, spec: LeaderboardSpec) -> Job:
+    def submit(self, spec: LeaderboardSpec, *, keep: bool = False) -> Job:
         key = spec_key(spec)
         with self._lock:
             job = self._jobs.get(key)
-            if job is not None:
+            if job is not None and not job.cancelled:
+                job.keep = job.keep or keep
                 self._jobs.move_to_end(key)
                 return job
-            job = Job(spec)
+            job = Job(spec, keep=keep)
             self._jobs[key] = job
             self._evict()
         self._pool.submit(self._run, key, job)
         return job
+
+    def hold(self, job: Job) -> "_Hold":
+        return _Hold(self, job)
+
+    def _attach(self, job: Job) -> None:
+        with self._lock:
+            job.listeners += 1
+
+    def _detach(self, job: Job) -> None:
+        with self._lock:
+            job.listeners -= 1
+            if job.listeners > 0 or job.keep or job.future.done() or job.cancelled:
+                return
+            job.cancelled = True
+            self.cancelled += 1
+            key = spec_key(job.spec)
+            if self._jobs.get(key) is job:
+                del self._jobs[key]
+        log.info("cancelled an abandoned leaderboard job")
+        job.future.cancel()     # succeeds only if it has not started; else progress() stops it
 
     def _run(self, key: str, job: Job) -> None:
         if not job.future.set_running_or_notify_cancel():
@@ -75,7 +116,8 @@ class RankJobs:
             with self._lock:
                 if self._jobs.get(key) is job:
                     del self._jobs[key]
-            log.warning("ranking failed for %s: %s", key, e)
+            if not isinstance(e, JobCancelled):
+                log.warning("ranking failed for %s: %s", key, e)
             job.future.set_exception(e)
         else:
             job.future.set_result(lb)
@@ -86,8 +128,24 @@ class RankJobs:
             del self._jobs[k]
 
     def shutdown(self) -> None:
+        with self._lock:
+            for job in self._jobs.values():
+                job.cancelled = True
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"jobs": len(self._jobs), "running": sum(not j.future.done() for j in self._jobs.values())}
+            return {"jobs": len(self._jobs), "running": sum(not j.future.done() for j in self._jobs.values()),
+                    "cancelled": self.cancelled}
+
+
+class _Hold:
+    def __init__(self, jobs: RankJobs, job: Job):
+        self.jobs, self.job = jobs, job
+
+    def __enter__(self) -> Job:
+        self.jobs._attach(self.job)
+        return self.job
+
+    def __exit__(self, *exc) -> None:
+        self.jobs._detach(self.job)

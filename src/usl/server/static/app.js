@@ -231,7 +231,8 @@ async function runCustom() {
   if (state.controller) state.controller.abort();
   const controller = new AbortController();
   state.controller = controller;
-  state.clickedAt = performance.now();
+  const clickedAt = performance.now();
+  state.clickedAt = clickedAt;
   $("rank-btn").classList.add("busy");
   $("rank-btn").textContent = "Ranking…";
   showProgress({done: 0, total: 0});
@@ -249,6 +250,7 @@ async function runCustom() {
         payload.breakdownPending = false;
         payload.breakdownError = late.error || null;
         if (shown) renderBreakdown(payload);
+        window.uslLastBreakdownMs = performance.now() - clickedAt;
       }
     });
     payload.breakdownPending = spec.likes.length + spec.avoid.length >= 2
