@@ -261,4 +261,5 @@ def parse_spec(arg: str | None, **options) -> LLMJudgeConfig:
 @register("llm")
 def _llm(arg: str | None = None, **options) -> LLMJudge:
     transport = options.pop("transport", None)
+    options.pop("home", None)   # the LLM judge keeps no local cache
     return LLMJudge(parse_spec(arg, **options), transport=transport)

@@ -126,7 +126,8 @@ class LeaderboardService:
     def judge(self, spec: str) -> Judge:
         with self._lock:
             if spec not in self._judges:
-                self._judges[spec] = load_judge(spec)
+                # home: judges keep their caches (embeddings, answer vectors) in the data directory
+                self._judges[spec] = load_judge(spec, home=None if self.home is None else str(self.home))
             return self._judges[spec]
 
     # ---- leaderboards -----------------------------------------------------------------------
