@@ -68,13 +68,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def usl_serve(home: Path, *args: str, timeout_s: float = 60) -> Iterator[str]:
+def usl_serve(home: Path, *args: str, timeout_s: float = 60, env: dict | None = None) -> Iterator[str]:
     """``usl --home HOME serve --port N ARGS`` as a subprocess; yields the base URL once healthy."""
     port = free_port()
     cmd = [sys.executable, "-c", "from usl.cli import main; main()", "--home", str(home), "serve",
            "--port", str(port), *args]
     log = open(home / "serve.log", "w+")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
@@ -103,3 +103,21 @@ def usl_serve(home: Path, *args: str, timeout_s: float = 60) -> Iterator[str]:
 
 def serve_output(home: Path) -> str:
     return (home / "serve.log").read_text()
+
+
+def tiny_alpaca_layout(root: Path, n: int = 24) -> Path:
+    """``root/alpaca_eval`` in the shared layout: split.json + outputs/ for base, m1, m2; n queries."""
+    import json
+
+    d = root / "alpaca_eval"
+    (d / "outputs").mkdir(parents=True)
+    topics = ["Write a Python function that", "Give me a recipe for", "Write a short poem about"]
+    instr = [f"{topics[i % 3]} item {i}" for i in range(n)]
+    for model, words in (("base", 10), ("m1", 12), ("m2", 8)):
+        items = [{"dataset": "test", "instruction": q, "output": " ".join(["w"] * (words + i % 2)), "generator": model}
+                 for i, q in enumerate(instr)]
+        (d / "outputs" / f"{model}.json").write_text(json.dumps(items))
+    split = {"baseline": "base", "board_models": ["m1", "m2"], "style_models": [],
+             "board": list(range(0, n, 2)) + list(range(1, n, 2))[: n // 4], "train": list(range(1, n, 2))[n // 4:]}
+    (d / "split.json").write_text(json.dumps(split))
+    return root

@@ -122,8 +122,10 @@ def test_examples_side_by_side(page, site):
     page.wait_for_selector("#examples article.example", timeout=10000)
     cards = page.locator("#examples article.example")
     assert cards.count() == 4
-    assert cards.first.locator(".verdict").inner_text().startswith("Judge prefers charlie-70b")
-    assert cards.nth(1).locator(".verdict").inner_text().startswith("Judge prefers gpt4-baseline")
+    assert cards.first.locator(".verdict").inner_text() == "Judge prefers this model · P(model better) = 0.90"
+    assert cards.nth(1).locator(".verdict").inner_text() == "Judge prefers the baseline · P(model better) = 0.20"
+    assert cards.nth(2).locator(".verdict").inner_text() == "Judge: tie · P(model better) = 0.50"
+    assert cards.first.locator(".answer h4").all_inner_texts() == ["charlie-70b", "gpt4-baseline (baseline)"]
     answer = cards.first.locator(".answer pre").first.inner_text()
     assert answer.startswith("Answer 0 of charlie-70b <img src=x onerror=")     # shown, not parsed
     assert cards.first.locator(".answer img").count() == 0

@@ -10,7 +10,8 @@ import json
 import httpx
 import pytest
 
-from server_real import CODING_ORDER, DEFAULT_ORDER, WIN_RATES, make_tiny, serve_output, usl_serve
+from server_real import (CODING_ORDER, DEFAULT_ORDER, WIN_RATES, make_tiny, serve_output, tiny_alpaca_layout,
+                         usl_serve)
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +92,31 @@ def test_real_errors_are_422(served):
     assert r.status_code == 422 and "baseline 'nobody' is not a model" in r.json()["detail"]
     r = c.get("/api/examples", params={"model": "zulu"})
     assert r.status_code == 422 and "unknown model 'zulu'" in r.json()["detail"]
+
+
+def test_first_start_imports_the_default_benchmark_and_builds_topics(tmp_path):
+    shared = tiny_alpaca_layout(tmp_path / "shared")
+    home = tmp_path / "home"
+    home.mkdir()
+    with usl_serve(home, "--judge", "length", env={"USL_SHARED_DATA": str(shared)}, timeout_s=120) as url:
+        assert httpx.get(url + "/api/benchmarks").json() == ["alpaca_eval"]
+        topics = httpx.get(url + "/api/topics").json()
+        assert topics and sum(t["n_queries"] for t in topics) == 18          # the 18 board queries
+        body = httpx.post(url + "/api/leaderboard", json={}, timeout=60).json()
+        assert [r["model"] for r in body["leaderboard"]["rows"]] == ["m1", "m2"]
+    out = serve_output(home)
+    assert "first start: importing AlpacaEval" in out and "topics in" in out
+    # a second start finds both and imports nothing
+    with usl_serve(home, "--judge", "length", env={"USL_SHARED_DATA": str(shared)}) as url:
+        assert httpx.get(url + "/api/benchmarks").json() == ["alpaca_eval"]
+    assert "importing" not in serve_output(home)
+
+
+def test_serve_refuses_an_unknown_benchmark(tmp_path):
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+
+    r = CliRunner().invoke(app, ["--home", str(tmp_path), "serve", "--benchmark", "nope"])
+    assert r.exit_code == 2
+    assert "benchmark 'nope' is not in the store" in r.output and "usl data import" in r.output

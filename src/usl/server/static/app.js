@@ -539,12 +539,12 @@ async function showExamples(model) {
 }
 
 function exampleCard(x) {
-  const winner = x.verdict === "model" ? x.model : x.verdict === "baseline" ? x.baseline : null;
-  const verdict = winner ? `Judge prefers ${winner}` : "Judge: tie";
+  const verdict = x.verdict === "model" ? "Judge prefers this model" : x.verdict === "baseline" ? "Judge prefers the baseline" : "Judge: tie";
   return el("article", {className: "example"},
     el("header", {},
       el("div", {className: "q"}, x.topic ? el("span", {className: "tag", text: x.topic}) : null, el("span", {text: x.query})),
-      el("span", {className: `verdict ${x.verdict}`, text: `${verdict} · P(${short(x.model, 24)} better) = ${fmt(x.p_model_wins, 2)}`})),
+      el("span", {className: `verdict ${x.verdict}`, title: `P(${x.model} better than ${x.baseline}) under your criteria`,
+                  text: `${verdict} · P(model better) = ${fmt(x.p_model_wins, 2)}`})),
     el("div", {className: "pair"},
       answer(x.model, x.model_answer, x.verdict === "model"),
       answer(`${x.baseline} (baseline)`, x.baseline_answer, x.verdict === "baseline")));
