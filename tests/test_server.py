@@ -224,3 +224,11 @@ def test_one_criterion_needs_no_breakdown_event(served):
     _, c = served
     kinds = [k for k, _ in events(c.get("/api/leaderboard/stream", params={"likes": "Only one"}).text)]
     assert kinds[-1] == "result" and "breakdown" not in kinds
+
+
+def test_progress_keeps_ticking_while_the_engine_is_silent():
+    svc = FakeService(delay_s=2.4, steps=1)          # reports at the start and at the end only
+    with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
+        r = httpx.get(url + "/api/leaderboard/stream", timeout=30)
+    ticks = [d for k, d in events(r.text) if k == "progress" and d["total"] and d["done"] == 0]
+    assert len(ticks) >= 2 and ticks[-1]["elapsed_s"] - ticks[0]["elapsed_s"] >= 0.9

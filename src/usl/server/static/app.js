@@ -197,7 +197,7 @@ function showProgress(p) {
   $("progress-fill").style.width = `${pct}%`;
   $("progress-text").textContent = p.total > 0
     ? `Judging ${p.done.toLocaleString()} / ${p.total.toLocaleString()} comparisons · ${fmt(p.elapsed_s, 1)} s`
-    : "Starting…";
+    : p.elapsed_s >= 1 ? `Ranking… ${fmt(p.elapsed_s, 0)} s` : "Starting…";
 }
 
 function hideProgress() { $("progress").hidden = true; }
