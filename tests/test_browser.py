@@ -149,3 +149,20 @@ def test_limits_are_enforced_in_the_page(page, site):
     page.click("#rank-btn")
     wait_for_view(page, "custom")
     assert "use_case=I+write+bedtime+stories" in page.url and "topics=" not in page.url
+
+
+def test_judge_choice_is_part_of_the_shared_url(browser):
+    svc = FakeService()
+    app = create_app(svc, ServerConfig(benchmark="tiny", judges=("length", "random")))
+    with serve_in_thread(app) as url:
+        pg = browser.new_page()
+        pg.goto(url + "/?likes=Brevity")
+        wait_for_view(pg, "custom")
+        assert "judge=length" in pg.url and "benchmark=tiny" in pg.url       # filled in from the board
+        assert pg.is_visible("#judge-select") and not pg.is_visible("#benchmark-select")
+        pg.select_option("#judge-select", "random")
+        pg.wait_for_url(re.compile(r"judge=random"))
+        wait_for_view(pg, "custom")
+        assert pg.input_value("#likes") == "Brevity"
+        assert [s.judge for s in svc.rank_calls if s.criteria.likes == ("Brevity",)] == ["length", "random"]
+        pg.close()

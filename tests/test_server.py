@@ -202,6 +202,8 @@ def test_page_and_security_headers(served):
     js = c.get("/static/app.js")
     assert js.status_code == 200 and "innerHTML" not in js.text.replace("never innerHTML", "")
     assert c.get("/static/style.css").status_code == 200
+    assert "content-security-policy" in c.get("/api/health").headers
+    assert "content-security-policy" not in c.get("/docs").headers   # Swagger UI needs inline script
 
 
 def test_a_slow_contradiction_check_does_not_hold_the_table_back():

@@ -342,8 +342,11 @@ class _SecurityHeaders:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
 
+        # The interactive API docs load Swagger UI with inline script: they keep their own policy.
+        docs = scope.get("path", "").startswith(("/docs", "/redoc"))
+
         async def send_with_headers(message):
-            if message["type"] == "http.response.start":
+            if message["type"] == "http.response.start" and not docs:
                 present = {k.lower() for k, _ in message.get("headers", [])}
                 extra = [(k.lower().encode(), v.encode()) for k, v in _SECURITY_HEADERS.items()
                          if k.lower().encode() not in present]

@@ -257,7 +257,10 @@ async function runCustom() {
       && Object.keys(payload.leaderboard.criteria_breakdown || {}).length === 0;
     if (state.controller !== controller) return;     // a newer request took over
     state.boards.custom = payload;
+    spec.judge = spec.judge || payload.leaderboard.spec.judge;
+    spec.benchmark = spec.benchmark || payload.leaderboard.spec.benchmark;
     state.specs.custom = spec;
+    writeURL(spec);     // now with the benchmark and judge that made this board
     $("tab-custom").disabled = false;
     setView("custom");
   } catch (e) {
@@ -277,6 +280,18 @@ function setMeta(payload) {
   const s = payload.leaderboard.spec;
   $("meta-benchmark").textContent = s.benchmark || "–";
   $("meta-judge").textContent = s.judge || "–";
+  // The shared URL names the benchmark and judge, so it reproduces the ranking even where the
+  // server's defaults differ.
+  state.base.benchmark = state.base.benchmark || s.benchmark;
+  state.base.judge = state.base.judge || s.judge;
+  for (const [key, options] of [["benchmark", state.config.benchmarks], ["judge", state.config.judges]]) {
+    if (options.length < 2) continue;
+    const sel = $(`${key}-select`);
+    sel.replaceChildren(...options.map((o) => el("option", {value: o, text: o})));
+    sel.value = s[key];
+    sel.hidden = false;
+    $(`meta-${key}`).hidden = true;
+  }
   $("meta-baseline").textContent = s.baseline || "the benchmark's";
 }
 
@@ -585,6 +600,16 @@ async function init() {
   for (const t of document.querySelectorAll(".tabs [role=tab]")) t.addEventListener("click", () => { if (!t.disabled) setView(t.dataset.view); });
   $("example-btn").addEventListener("click", () => { if ($("example-model").value) showExamples($("example-model").value); });
   $("copy-link").addEventListener("click", copyLink);
+  for (const [id, key] of [["benchmark-select", "benchmark"], ["judge-select", "judge"]]) {
+    $(id).addEventListener("change", () => {
+      // Another benchmark has other topics: start from its default board. Another judge keeps
+      // the criteria and ranks them again.
+      const spec = key === "benchmark" ? {likes: [], avoid: [], topics: [], use_case: ""} : readForm();
+      const p = toParams({...spec, judge: key === "judge" ? $(id).value : null,
+                          benchmark: key === "benchmark" ? $(id).value : state.base.benchmark, baseline: null});
+      location.search = "?" + p.toString();
+    });
+  }
 
   try {
     state.config = await getJSON("/api/config");
