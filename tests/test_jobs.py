@@ -216,3 +216,21 @@ def test_killed_job_resumes_without_losing_or_duplicating(tmp_path):
     a = score(d1, Counting(LengthJudge()), j, JudgmentCache(st))
     b = score(d2, LengthJudge(), j, JudgmentCache(fresh))
     np.testing.assert_array_equal(a, b)
+
+
+def test_answer_stats_persist_and_restore(store, tmp_path):
+    data = tiny(store)
+    path = tmp_path / "stats.npz"
+    data.persist(path)
+    again = Answers(load_benchmark(store, "tiny"), load_responses(store, "tiny"))
+    assert again.restore(path)
+    j = job(data)
+    np.testing.assert_array_equal(again.grid("base", j.models, j.query_ids).content,
+                                  data.grid("base", j.models, j.query_ids).content)
+    np.testing.assert_array_equal(again.lengths(["long", "short"], list(j.query_ids)),
+                                  data.lengths(["long", "short"], list(j.query_ids)))
+    assert not again.restore(tmp_path / "absent.npz")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    assert not again.restore(tmp_path / "bad.npz")
+    (tmp_path / "cut.npz").write_bytes(path.read_bytes()[:200])        # truncated
+    assert not again.restore(tmp_path / "cut.npz")

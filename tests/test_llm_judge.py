@@ -138,7 +138,7 @@ def _reqs(n=6):
 
 
 def test_judges_through_real_http_with_bounded_concurrency(api_factory, monkeypatch):
-    api = api_factory(delay=0.05)
+    api = api_factory(delay=0.2)   # long enough that the pool overlaps requests even on a busy CPU
     monkeypatch.setenv("FAKE_KEY", "sekret")
     judge = load_judge(f"llm:fake-model,base_url={api.url},concurrency=3,api_key_env=FAKE_KEY")
     verdicts = judge.judge(_reqs(12))

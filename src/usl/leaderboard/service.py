@@ -119,8 +119,12 @@ class LeaderboardService:
             if benchmark not in self._answers:
                 from usl.store.benchmarks import load_benchmark, load_responses
 
-                self._answers[benchmark] = Answers(load_benchmark(self.store, benchmark),
-                                                   load_responses(self.store, benchmark))
+                data = Answers(load_benchmark(self.store, benchmark), load_responses(self.store, benchmark))
+                name = hashlib.sha256(benchmark.encode()).hexdigest()[:12]
+                saved = self.store.path.parent / "cache" / "leaderboard" / f"answers-{name}-{data.benchmark.version}.npz"
+                if not data.restore(saved):
+                    data.persist(saved)
+                self._answers[benchmark] = data
             return self._answers[benchmark]
 
     def judge(self, spec: str) -> Judge:
