@@ -1,0 +1,189 @@
+"""The server's side of the engine: checking a request against what exists, ranking through the
+shared jobs, and shaping the answer (the board, its comparison with the default, warnings).
+
+``Boards`` wraps any object with the ``LeaderboardService`` methods (``benchmarks``, ``topics``,
+``rank``, ``examples``, ``contradictions``). Blocking service calls run on threads so the event
+loop keeps answering while a leaderboard is judged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import HTTPException
+
+from usl.leaderboard.types import Leaderboard, LeaderboardSpec
+from usl.server import views
+from usl.server.config import ServerConfig
+from usl.server.jobs import RankJobs, spec_key
+from usl.server.schemas import SpecIn, TopicOut
+from usl.types import Criteria, DataError
+
+log = logging.getLogger(__name__)
+
+# What the engine raises for a request it cannot serve (unknown model, empty selection): a 422.
+USER_ERRORS = (DataError, ValueError, KeyError, LookupError)
+
+
+class Boards:
+    def __init__(self, service: Any, config: ServerConfig):
+        self.service, self.config = service, config
+        self.jobs = RankJobs(service.rank, workers=config.workers, cache_size=config.cache_size)
+        self._topics: dict[str, list[TopicOut]] = {}
+
+    # ---- what exists --------------------------------------------------------------------
+    async def benchmarks(self) -> list[str]:
+        return list(await asyncio.to_thread(self.service.benchmarks))
+
+    async def topics(self, benchmark: str) -> list[TopicOut]:
+        if benchmark not in self._topics:
+            found = [topic_out(t) for t in await asyncio.to_thread(self.service.topics, benchmark)]
+            if not found:
+                return found            # not built yet: ask again next time
+            self._topics[benchmark] = found
+        return self._topics[benchmark]
+
+    # ---- requests -----------------------------------------------------------------------
+    async def resolve(self, s: SpecIn) -> LeaderboardSpec:
+        """Check a request against what exists and build the engine's spec (422 on anything unknown)."""
+        benchmark = s.benchmark or self.config.benchmark
+        known = await self.benchmarks()
+        if benchmark not in known:
+            raise HTTPException(422, f"unknown benchmark {benchmark!r}; known: {', '.join(known) or 'none'}")
+        judge = s.judge or self.config.judges[0]
+        if judge not in self.config.judges:
+            raise HTTPException(422, f"judge {judge!r} is not served here; choose one of: "
+                                     f"{', '.join(self.config.judges)}")
+        if s.topics and s.use_case.strip():
+            raise HTTPException(422, "choose topics or describe your use case, not both")
+        topic_ids = topic_ids_of(s.topics, await self.topics(benchmark))
+        likes, avoid = clean(s.likes), clean(s.avoid)
+        criteria = Criteria(likes, avoid) if likes or avoid else LeaderboardSpec().criteria
+        return LeaderboardSpec(criteria=criteria, benchmark=benchmark, topics=topic_ids,
+                               use_case=" ".join(s.use_case.split()), judge=judge,
+                               baseline=s.baseline or None)
+
+    def default_spec(self, spec: LeaderboardSpec | None = None) -> LeaderboardSpec:
+        """The general-criteria, all-topics board that ``spec`` is compared with."""
+        if spec is None:
+            return LeaderboardSpec(benchmark=self.config.benchmark, judge=self.config.judges[0])
+        return LeaderboardSpec(benchmark=spec.benchmark, judge=spec.judge, baseline=spec.baseline)
+
+    # ---- answers ------------------------------------------------------------------------
+    async def ranked(self, spec: LeaderboardSpec, keep: bool = False) -> Leaderboard:
+        try:
+            with self.jobs.hold(self.jobs.submit(spec, keep=keep)) as job:
+                return await asyncio.wrap_future(job.future)
+        except USER_ERRORS as e:
+            raise HTTPException(422, message(e)) from e
+
+    async def contradictions(self, criteria: Criteria) -> list[str]:
+        """The service's (possibly embedding-based) check; runs beside the ranking, never fails it."""
+        if criteria == LeaderboardSpec().criteria:
+            return []
+        try:
+            return list(await asyncio.to_thread(self.service.contradictions, criteria))
+        except Exception as e:  # noqa: BLE001 - a warning that cannot be computed is no reason to fail
+            log.warning("contradiction check failed: %s", e)
+            return []
+
+    def response(self, spec: LeaderboardSpec, lb: Leaderboard, default: Leaderboard, notes: list[str]) -> dict:
+        """A ``LeaderboardResponse``: the board, its placements against the default, warnings."""
+        return finite({"leaderboard": lb.to_json(), "comparison": views.compare(lb, default),
+                       "is_default": spec_key(spec) == spec_key(self.default_spec(spec)),
+                       "warnings": list(dict.fromkeys([*notes, *lb.warnings])), "query": query_string(spec)})
+
+    async def full(self, spec: LeaderboardSpec) -> dict:
+        default, lb, notes = await asyncio.gather(self.ranked(self.default_spec(spec), keep=True),
+                                                  self.ranked(spec), self.contradictions(spec.criteria))
+        return self.response(spec, lb, default, notes)
+
+    async def examples(self, spec: LeaderboardSpec, model: str, limit: int) -> dict:
+        try:
+            found = await asyncio.to_thread(self.service.examples, spec, model, limit)
+        except USER_ERRORS as e:
+            raise HTTPException(422, message(e)) from e
+        return finite({"model": model, "criteria": spec.criteria.as_list(),
+                       "examples": [example_out(e) for e in found]})
+
+    async def warm(self) -> None:
+        """Start the default board and load what the contradiction check needs, before anyone waits."""
+        try:
+            if self.config.benchmark in await self.benchmarks():
+                self.jobs.submit(self.default_spec(), keep=True)
+        except Exception as e:  # noqa: BLE001 - a failed warm-up must not stop the server
+            log.warning("warm-up failed: %s", e)
+        asyncio.get_running_loop().run_in_executor(None, _warm_contradictions, self.service)
+
+
+def _warm_contradictions(service: Any) -> None:
+    try:
+        service.contradictions(Criteria(("short answers",), ("long answers",)))
+    except Exception as e:  # noqa: BLE001
+        log.warning("contradiction warm-up failed: %s", e)
+
+
+def topic_ids_of(requested: list[str], known: list[TopicOut]) -> tuple[str, ...]:
+    """Topic ids or names -> sorted unique ids; an unknown one is a 422 that names it."""
+    by_key = {t.id: t.id for t in known} | {t.name: t.id for t in known}
+    ids = []
+    for t in (x.strip() for x in requested):
+        if not t:
+            continue
+        if t not in by_key:
+            raise HTTPException(422, f"unknown topic {t!r}; GET /api/topics lists the known ones")
+        ids.append(by_key[t])
+    return tuple(sorted(set(ids)))
+
+
+def clean(lines: list[str]) -> tuple[str, ...]:
+    """Drop blank lines and repeats, normalise spacing, keep the user's order."""
+    return tuple(dict.fromkeys(" ".join(x.split()) for x in lines if x.strip()))
+
+
+def query_string(spec: LeaderboardSpec) -> str:
+    """The spec as the URL query the page and the GET endpoints read."""
+    params: list[tuple[str, str]] = []
+    if spec.criteria != LeaderboardSpec().criteria:
+        params += [("likes", x) for x in spec.criteria.likes] + [("avoid", x) for x in spec.criteria.avoid]
+    params += [("topics", t) for t in spec.topics]
+    params += [(k, v) for k, v in (("use_case", spec.use_case), ("judge", spec.judge),
+                                   ("baseline", spec.baseline or ""), ("benchmark", spec.benchmark)) if v]
+    return urlencode(params)
+
+
+def topic_out(t: Any) -> TopicOut:
+    kw = getattr(t, "keywords", ()) or ()
+    if isinstance(kw, str):
+        kw = [k.strip() for k in kw.split(",") if k.strip()]
+    n = getattr(t, "n_queries", None)
+    if n is None:
+        n = getattr(t, "size", None)
+    return TopicOut(id=str(t.id), name=str(getattr(t, "name", t.id)), n_queries=n, keywords=list(kw))
+
+
+def example_out(e: Any) -> dict:
+    p = float(e.p_model_wins)
+    verdict = "model" if p > 0.5 + 1e-9 else "baseline" if p < 0.5 - 1e-9 else "tie"
+    return {"query_id": e.query_id, "query": e.query, "topic": getattr(e, "topic", "") or "",
+            "model": e.model, "model_answer": e.model_answer, "baseline": e.baseline,
+            "baseline_answer": e.baseline_answer, "p_model_wins": p, "verdict": verdict}
+
+
+def message(e: BaseException) -> str:
+    return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+
+
+def finite(x: Any) -> Any:
+    """NaN/inf -> None: JSON has no NaN, and a CI of an empty topic may be undefined."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x

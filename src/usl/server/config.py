@@ -1,0 +1,23 @@
+"""The server's settings (the request limits live with the request schema, ``schemas.LIMITS``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    benchmark: str = field(default="alpaca_eval", metadata={"help": "Benchmark shown by default."})
+    judges: tuple[str, ...] = field(default=("default",),
+                                    metadata={"help": "Judges a request may name; the first is the default. "
+                                                      "Others are refused: a judge spec can name a model path."})
+    workers: int = field(default=2, metadata={"help": "Threads that rank leaderboards."})
+    cache_size: int = field(default=64, metadata={"help": "Finished leaderboards kept in memory."})
+    warm: bool = field(default=True, metadata={"help": "Rank the default leaderboard at start-up."})
+    progress_interval_s: float = field(default=0.1, metadata={"help": "How often progress is checked."})
+    heartbeat_s: float = field(default=1.0, metadata={"help": "Progress is sent at least this often, "
+                                                              "so a silent judge does not look stuck."})
+
+    def __post_init__(self):
+        if not self.judges:
+            raise ValueError("ServerConfig.judges must name at least one judge")

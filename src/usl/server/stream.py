@@ -1,0 +1,132 @@
+"""The leaderboard as server-sent events: progress while judging, the table as soon as it exists,
+and what is slower to compute after it.
+
+Events, in order: ``progress``* then ``result`` (a LeaderboardResponse) or ``error`` {message};
+after a result, ``breakdown`` {criteria_breakdown, criteria_contribution} when there are two or
+more criteria, and ``warnings`` {warnings} (the full list) when the contradiction check finished
+after the table and found something new.
+
+Why the split: judging each criterion alone costs one pass per criterion, and a sentence embedder
+may still be loading for the contradiction check; the user is waiting for the table, not for
+those. The stream holds its jobs; when the page closes it (it asked for something newer), jobs
+nobody else waits for are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+from typing import AsyncIterator
+
+from fastapi import Request
+
+from usl.leaderboard.types import LeaderboardSpec
+from usl.server.boards import USER_ERRORS, Boards, finite, message
+from usl.server.jobs import Job
+
+log = logging.getLogger(__name__)
+
+
+class _Gone(Exception):
+    """The client closed the event stream."""
+
+
+async def leaderboard_events(boards: Boards, request: Request, spec: LeaderboardSpec) -> AsyncIterator[str]:
+    t0 = time.perf_counter()
+    jobs = boards.jobs
+    split = spec.per_criterion and len(spec.criteria.likes) + len(spec.criteria.avoid) >= 2
+    first = dataclasses.replace(spec, per_criterion=False) if split else spec
+    notes = asyncio.ensure_future(boards.contradictions(spec.criteria))
+    late = False
+    try:
+        with contextlib.ExitStack() as held:
+            todo = [held.enter_context(jobs.hold(jobs.submit(boards.default_spec(spec), keep=True))),
+                    held.enter_context(jobs.hold(jobs.submit(first)))]
+            yield sse("progress", {"done": 0, "total": 0, "elapsed_s": 0.0})
+            try:
+                async for event in _follow(boards, request, todo, t0):
+                    yield event
+                default, lb = _outcome(todo)
+                late = not notes.done()
+                payload = boards.response(spec, lb, default, [] if late else notes.result())
+            except _Gone:
+                raise
+            except Exception as e:  # noqa: BLE001 - the page must learn that it failed
+                yield _error_event(e)
+                return
+            payload["elapsed_s"] = round(time.perf_counter() - t0, 3)
+            yield sse("result", payload)
+            if split:
+                yield await _breakdown(boards, request, held, spec, t0)
+        if late:
+            more = [w for w in await notes if w not in payload["warnings"]]
+            if more:
+                yield sse("warnings", {"warnings": [*more, *payload["warnings"]]})
+    except _Gone:
+        return
+    finally:
+        notes.cancel()
+
+
+async def _breakdown(boards: Boards, request: Request, held: contextlib.ExitStack, spec: LeaderboardSpec,
+                     t0: float) -> str:
+    """The full board (with the per-criterion boards) reduced to a ``breakdown`` event."""
+    full = held.enter_context(boards.jobs.hold(boards.jobs.submit(spec)))
+    async for _ in _follow(boards, request, [full], t0):
+        pass
+    try:
+        (board,) = _outcome([full])
+    except Exception as e:  # noqa: BLE001 - the table is out already; report, don't abort
+        log.warning("per-criterion boards failed: %s", e)
+        return sse("breakdown", {"criteria_breakdown": {}, "criteria_contribution": {}, "error": message(e)})
+    return sse("breakdown", {"criteria_breakdown": board.criteria_breakdown,
+                             "criteria_contribution": board.criteria_contribution,
+                             "elapsed_s": round(time.perf_counter() - t0, 3)})
+
+
+async def _follow(boards: Boards, request: Request, todo: list[Job], t0: float) -> AsyncIterator[str]:
+    """Wait for jobs, yielding ``progress`` when their summed progress moves, and at least every
+    ``heartbeat_s`` (the page shows the time running; a judge that reports only at the end does
+    not look stuck). Raises ``_Gone`` when the client disconnects."""
+    cfg = boards.config
+    waits = [asyncio.wrap_future(j.future) for j in todo]
+    last, last_sent = None, time.perf_counter()
+    try:
+        while not all(w.done() for w in waits):
+            await asyncio.wait(waits, timeout=cfg.progress_interval_s, return_when=asyncio.ALL_COMPLETED)
+            if await request.is_disconnected():
+                raise _Gone()
+            now = (sum(j.done for j in todo), sum(j.total for j in todo))
+            if now != last or time.perf_counter() - last_sent >= cfg.heartbeat_s:
+                last, last_sent = now, time.perf_counter()
+                yield sse("progress", {"done": now[0], "total": now[1],
+                                       "elapsed_s": round(time.perf_counter() - t0, 3)})
+    finally:
+        for w in waits:     # mark every outcome retrieved; _outcome re-raises from the jobs
+            if w.done() and not w.cancelled():
+                w.exception()
+            else:
+                w.cancel()
+
+
+def _outcome(todo: list[Job]) -> list:
+    """The jobs' leaderboards, or the last failure raised."""
+    failed = [e for e in (j.future.exception() for j in todo) if e is not None]
+    if failed:
+        raise failed[-1]
+    return [j.future.result() for j in todo]
+
+
+def _error_event(e: BaseException) -> str:
+    if isinstance(e, USER_ERRORS):
+        return sse("error", {"message": message(e)})
+    log.error("ranking failed", exc_info=e)
+    return sse("error", {"message": f"internal error: {type(e).__name__}"})
+
+
+def sse(event: str, data: dict) -> str:
+    return f"event: {event}\ndata: {json.dumps(finite(data), ensure_ascii=False, allow_nan=False)}\n\n"
