@@ -13,8 +13,7 @@ import io
 import math
 from typing import Sequence
 
-from scipy import stats
-
+from usl.leaderboard import stats
 from usl.leaderboard.types import Leaderboard, Row
 
 
@@ -35,16 +34,17 @@ def rank_ranges(rows: Sequence[Row]) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _corr(fn, a: list[float], b: list[float]) -> float | None:
-    if len(a) < 2:
+def _corr(fn, a: dict[str, float], b: dict[str, float]) -> float | None:
+    """The engine's correlation over the common models; None when undefined (< 2 models, constant)."""
+    if len(a.keys() & b.keys()) < 2:
         return None
-    value = float(fn(a, b).statistic)
+    value = fn(a, b)
     return None if math.isnan(value) else round(value, 4)
 
 
 def compare(custom: Leaderboard, default: Leaderboard) -> dict:
-    """Placements of every model of ``custom`` beside its default ones, and rank correlations
-    (Kendall's tau-b and Spearman's rho over the win rates of the models both boards hold)."""
+    """Placements of every model of ``custom`` beside its default ones, and the engine's rank
+    correlations (Kendall's tau-b, Spearman's rho) over the win rates of the models both hold."""
     pos, rng = positions(custom.rows), rank_ranges(custom.rows)
     dpos, drng = positions(default.rows), rank_ranges(default.rows)
     dwin = {r.model: r.win_rate for r in default.rows}
@@ -58,11 +58,9 @@ def compare(custom: Leaderboard, default: Leaderboard) -> dict:
             "default_rank_low": d[0] if d else None, "default_rank_high": d[1] if d else None,
             "default_win_rate": dwin.get(r.model),
         })
-    common = [r.model for r in custom.rows if r.model in dwin]
     cwin = {r.model: r.win_rate for r in custom.rows}
-    a, b = [cwin[m] for m in common], [dwin[m] for m in common]
-    return {"kendall_tau": _corr(stats.kendalltau, a, b), "spearman_rho": _corr(stats.spearmanr, a, b),
-            "placements": placements}
+    return {"kendall_tau": _corr(stats.kendall_tau, cwin, dwin),
+            "spearman_rho": _corr(stats.spearman_rho, cwin, dwin), "placements": placements}
 
 
 def to_csv(lb: Leaderboard, default: Leaderboard | None = None) -> str:
