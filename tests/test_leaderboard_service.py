@@ -198,3 +198,17 @@ def test_cli_errors_exit_2(home, args, msg):
     res = cli(home, *args)
     assert res.exit_code == 2
     assert msg in res.output
+
+
+def test_judge_prepare_gets_the_whole_benchmark_once(home):
+    seen = []
+
+    class Preparing(StyleJudge):
+        def prepare(self, queries, answers, progress=None):
+            seen.append((len(queries), len(answers)))
+
+    register("preparing")(lambda arg=None, **_: Preparing())
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    svc.rank(LeaderboardSpec(benchmark="tiny", judge="preparing", n_bootstrap=10))
+    svc.rank(LeaderboardSpec(benchmark="tiny", judge="preparing", n_bootstrap=10, criteria=Criteria(("x",))))
+    assert seen == [(39, 39)]          # 4 models x 10 queries - m3's missing answer, once

@@ -55,6 +55,17 @@ class Answers:
     def answer(self, query_id: str, model: str) -> str | None:
         return self.responses.get((query_id, model))
 
+    def all_answers(self) -> tuple[list[str], list[str]]:
+        """(query texts, answer texts) of every stored answer, queries in order, models by name."""
+        qs, ans = [], []
+        for q in self.benchmark.queries:
+            for m in self.benchmark.models:
+                t = self.responses.get((q.id, m))
+                if t is not None:
+                    qs.append(q.text)
+                    ans.append(t)
+        return qs, ans
+
     def restore(self, path: Path) -> bool:
         """Load saved fingerprints and word counts; False when the file is absent or unreadable."""
         try:

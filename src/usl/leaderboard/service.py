@@ -102,6 +102,8 @@ class LeaderboardService:
         # store gives each thread its own connection; scoring itself runs outside the lock).
         self._lock = threading.RLock()
         self._no_topics: set[str] = set()   # benchmarks whose topics could not be built
+        self._prepared_keys: set[tuple] = set()
+        self._prepare_lock = threading.Lock()
 
     # ---- data -------------------------------------------------------------------------------
     def benchmarks(self) -> list[str]:
@@ -134,10 +136,27 @@ class LeaderboardService:
                 self._judges[spec] = load_judge(spec, home=None if self.home is None else str(self.home))
             return self._judges[spec]
 
+    def _prepared(self, spec: str, data: Answers, progress: Progress | None) -> Judge:
+        """The judge, after ``judge.prepare(queries, answers)`` on the whole benchmark when it has one.
+
+        Judges that precompute per-answer representations (the fast CRM) cache them on disk as
+        one file per answer set; handing them the whole benchmark, in a fixed order, once per
+        process makes that file hit instead of recomputing every answer.
+        """
+        judge = self.judge(spec)
+        key = (spec, data.name, data.benchmark.version)
+        if hasattr(judge, "prepare") and key not in self._prepared_keys:
+            with self._prepare_lock:     # not self._lock: the first prepare may take a minute
+                if key not in self._prepared_keys:
+                    qs, ans = data.all_answers()
+                    judge.prepare(qs, ans, progress)
+                    self._prepared_keys.add(key)
+        return judge
+
     # ---- leaderboards -----------------------------------------------------------------------
     def rank(self, spec: LeaderboardSpec, progress: Progress | None = None) -> Leaderboard:
         data = self.answers(spec.benchmark)
-        judge = self.judge(spec.judge)
+        judge = self._prepared(spec.judge, data, progress)
         baseline = self._baseline(spec, data)
         models = [m for m in data.benchmark.models if m != baseline]
         sel = self._select(spec, data)
@@ -181,7 +200,7 @@ class LeaderboardService:
     def examples(self, spec: LeaderboardSpec, model: str, limit: int = 5) -> list[Example]:
         """The clearest wins and losses of ``model`` against the baseline, alternating."""
         data = self.answers(spec.benchmark)
-        judge = self.judge(spec.judge)
+        judge = self._prepared(spec.judge, data, None)
         baseline = self._baseline(spec, data)
         models = [m for m in data.benchmark.models if m != baseline]
         if model not in models:
