@@ -32,7 +32,8 @@ def cfg(env, name, **kw):
 @pytest.mark.parametrize("loss,finetune", [("pairwise", "lora"), ("pointwise", "lora"),
                                            ("pairwise", "full"), ("pointwise", "full")])
 def test_steps_move_parameters(env, loss, finetune):
-    b = build_trainer(cfg(env, f"{loss}-{finetune}", loss=loss, finetune=finetune), home=str(env / "home"))
+    b = build_trainer(cfg(env, f"{loss}-{finetune}", loss=loss, finetune=finetune,
+                          group_by_length=finetune == "full"), home=str(env / "home"))
     model = b.trainer.model
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     b.trainer.train()

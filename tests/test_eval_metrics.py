@@ -82,3 +82,15 @@ def test_usl_eval_errors(tiny_file, tmp_path):
     assert res.exit_code == 2 and "unknown judge" in res.output
     res = CliRunner().invoke(app, ["eval", "--judge", "length", "--data", str(tmp_path / "missing.jsonl")])
     assert res.exit_code == 2 and "file not found" in res.output
+
+
+def test_subsample_keeps_groups_and_order():
+    from usl.evaluation.report import subsample
+
+    samples = [S(f"{g}{k}", "model_a", group=f"g{g}") for g in range(10) for k in range(2)]
+    sub = subsample(samples, 6)
+    assert len(sub) == 6 and sub == [s for s in samples if s in sub]          # file order kept
+    groups = [s.group for s in sub]
+    assert all(groups.count(g) == 2 for g in groups)                          # whole groups
+    assert sub != samples[:6] or subsample(samples, 6, seed=1) != samples[:6]  # not simply the head
+    assert subsample(samples, 0) == samples

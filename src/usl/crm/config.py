@@ -50,6 +50,9 @@ class TrainConfig:
     head_modules: list[str] = _f(["score", "classifier"], "Names of the freshly initialised classification "
                                  "head modules (those present are trained in full and saved with the adapter).")
     precision: Precision = _f("auto", "auto = bf16 on a CUDA device that supports it, else fp32.")
+    base_dtype: Literal["auto", "float32", "bfloat16"] = _f("auto", "dtype the backbone is loaded in. auto = "
+                                                             "bfloat16 for the frozen base of a LoRA run in bf16 "
+                                                             "(trainable weights stay fp32), else float32.")
     gradient_checkpointing: bool = _f(False, "Trade compute for memory (long prompts, big backbones).")
     export_dtype: ExportDtype = _f("float16", "dtype of the final exported adapter/head weights (checkpoints "
                                    "keep full precision).")
@@ -91,6 +94,8 @@ class TrainConfig:
                                    "derived from it.")
     per_device_train_batch_size: int = _f(8, "Pairs per forward pass per device.")
     per_device_eval_batch_size: int = _f(16, "Model inputs per forward pass at evaluation.")
+    group_by_length: bool = _f(False, "Draw batches of similar length (megabatches of 50 batches, sorted): "
+                               "less padding, ~1.3x faster on GPU; order stays random across megabatches.")
     lr_scheduler_type: str = _f("cosine", "transformers scheduler name.")
     warmup_ratio: float = _f(0.03, "Fraction of steps for linear warm-up.")
     weight_decay: float = _f(0.0, "AdamW weight decay.")

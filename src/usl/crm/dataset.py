@@ -83,6 +83,17 @@ class CRMDataset:
     def __len__(self) -> int:
         return len(self.samples) * self.order_factor
 
+    def lengths(self) -> list[int]:
+        """Token length of each item as given (no noise, no swap): what length-grouping sorts by."""
+        out = []
+        for s in self.samples:
+            a, b = conversation_text(s.model_a), conversation_text(s.model_b)
+            if self.loss == "pairwise":
+                out.append(len(self.fmt.pairwise(s.criteria, s.prompt, a, b).input_ids))
+            else:
+                out.append(max(len(self.fmt.pointwise(s.criteria, s.prompt, r).input_ids) for r in (a, b)))
+        return [n for n in out for _ in range(self.order_factor)]
+
     def view(self, i: int) -> EpochView:
         s = self.samples[i]
         if not self.train:

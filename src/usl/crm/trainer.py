@@ -55,12 +55,23 @@ def _make_trainer_class():
     class CRMTrainer(Trainer):
         """``Trainer`` with the CRM losses. ``loss_kind`` is "pairwise" or "pointwise"."""
 
-        def __init__(self, *args, loss_kind: str, **kwargs):
+        def __init__(self, *args, loss_kind: str, group_by_length: bool = False, **kwargs):
             super().__init__(*args, **kwargs)
             self.loss_kind = loss_kind
+            self.group_by_length = group_by_length
             self.tokens_seen = 0
             # our loss is a per-batch mean: let the Trainer divide by the accumulation steps
             self.model_accepts_loss_kwargs = False
+
+        def _get_train_sampler(self, train_dataset=None):
+            if not self.group_by_length:
+                return super()._get_train_sampler(train_dataset) if train_dataset is not None \
+                    else super()._get_train_sampler()
+            from transformers.trainer_pt_utils import LengthGroupedSampler
+
+            ds = train_dataset if train_dataset is not None else self.train_dataset
+            return LengthGroupedSampler(self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                                        lengths=ds.lengths())
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             targets = inputs["labels"]
@@ -163,9 +174,16 @@ def lora_targets(model, head_modules: list[str]) -> list[str]:
 
 def build_model(cfg: TrainConfig, model_dir: Path, tokenizer):
     """The classifier (num_labels 2 pairwise, 1 pointwise), wrapped in LoRA when asked."""
+    import torch
+
     from usl.crm.backbone import load_classifier
 
-    model = load_classifier(model_dir, 2 if cfg.loss == "pairwise" else 1, tokenizer)
+    dtype = cfg.base_dtype
+    if dtype == "auto":
+        dtype = "bfloat16" if cfg.finetune == "lora" and _precision(cfg) == "bf16" else "float32"
+    if cfg.finetune == "full" and dtype != "float32":
+        raise ValueError("full fine-tuning keeps fp32 master weights: use base_dtype float32 or auto")
+    model = load_classifier(model_dir, 2 if cfg.loss == "pairwise" else 1, tokenizer, dtype=getattr(torch, dtype))
     if cfg.finetune == "full":
         return model
     from peft import LoraConfig, TaskType, get_peft_model
@@ -177,6 +195,9 @@ def build_model(cfg: TrainConfig, model_dir: Path, tokenizer):
     lcfg = LoraConfig(task_type=TaskType.SEQ_CLS, r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
                       lora_dropout=cfg.lora_dropout, target_modules=list(targets), modules_to_save=list(heads))
     model = get_peft_model(model, lcfg)
+    for p in model.parameters():          # adapters and head train in fp32 even over a bf16 base
+        if p.requires_grad and p.dtype != torch.float32:
+            p.data = p.data.float()
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     n_all = sum(p.numel() for p in model.parameters())
     log.info("LoRA r=%d on %s + heads %s: %d / %d parameters trainable", cfg.lora_r, targets, heads,
@@ -294,7 +315,8 @@ def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.early_stopping_patience))
     trainer = _make_trainer_class()(
         model=model, args=args, train_dataset=train_ds, eval_dataset=dev_ds, data_collator=collator,
-        compute_metrics=dev_metrics, callbacks=callbacks, loss_kind=cfg.loss)
+        compute_metrics=dev_metrics, callbacks=callbacks, loss_kind=cfg.loss,
+        group_by_length=cfg.group_by_length)
     ref["trainer"] = trainer
     return Built(trainer, train_ds, dev_ds, tok, model_dir, run_dir, world_size)
 

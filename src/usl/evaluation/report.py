@@ -70,6 +70,28 @@ def judge_samples(judge: Judge, samples: Sequence[PreferenceSample], *, file: st
     return [Judged(s, verdicts[2 * i], verdicts[2 * i + 1], file) for i, s in enumerate(samples)]
 
 
+def subsample(samples: Sequence[PreferenceSample], limit: int, seed: int = 0) -> list[PreferenceSample]:
+    """At most ``limit`` samples, drawn as whole groups (so flip pairs stay together) with a seeded
+    shuffle, returned in file order. Files are often sorted by source: the first N would be biased."""
+    if not limit or limit >= len(samples):
+        return list(samples)
+    import numpy as np
+
+    keys = list(dict.fromkeys(s.group or s.idx for s in samples))
+    order = np.random.default_rng(seed).permutation(len(keys))
+    size = {k: 0 for k in keys}
+    for s in samples:
+        size[s.group or s.idx] += 1
+    chosen, n = set(), 0
+    for i in order:
+        if n >= limit:
+            break
+        if n + size[keys[i]] <= limit:
+            chosen.add(keys[i])
+            n += size[keys[i]]
+    return [s for s in samples if (s.group or s.idx) in chosen]
+
+
 def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch_size: int = 16) -> EvalReport:
     from usl.data.paper_jsonl import read_samples
 
@@ -78,7 +100,7 @@ def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch
     names = []
     for path in files:
         samples = read_samples(path)
-        samples = samples[:limit] if limit else samples
+        samples = subsample(samples, limit)
         name = Path(path).name
         names.append(name)
         judged.extend(judge_samples(judge, samples, file=name, batch_size=batch_size))
