@@ -387,12 +387,12 @@ function renderTable(payload, custom) {
   const scale = {lo: Math.max(0, lo - 2), hi: Math.min(100, hi + 2)};
 
   const head = el("tr", {},
-    el("th", {text: "Rank", className: "num", scope: "col"}),
-    el("th", {text: "Model", scope: "col"}),
+    el("th", {text: "Rank", className: "num rank", scope: "col"}),
+    el("th", {text: "Model", className: "model", scope: "col"}),
     el("th", {text: "Win rate (95% CI)", className: "wr", scope: "col"}),
     custom ? el("th", {text: "vs default", className: "num", scope: "col", title: "Change in position vs the default leaderboard"}) : null,
     ...topics.map((t) => el("th", {className: "num topic", scope: "col", title: t}, short(t, 40))),
-    el("th", {text: "Avg. length", className: "num", scope: "col", title: "Average answer length, words"}),
+    el("th", {text: "Avg. words", className: "num", scope: "col", title: "Average answer length, words"}),
     el("th", {text: "Answers", className: "num", scope: "col", title: "Questions answered (missing ones are not counted as losses)"}),
   );
   const body = rows.map((r) => {
@@ -428,7 +428,7 @@ function delta(p) {
 }
 
 function whisker(r, scale) {
-  const w = 120, h = 16, pad = 5, x = (v) => pad + ((v - scale.lo) / (scale.hi - scale.lo || 1)) * (w - 2 * pad);
+  const w = 96, h = 16, pad = 5, x = (v) => pad + ((v - scale.lo) / (scale.hi - scale.lo || 1)) * (w - 2 * pad);
   const s = svgEl("svg", {width: w, height: h, viewBox: `0 0 ${w} ${h}`, class: "whisker", role: "img",
                           "aria-label": `95% CI ${fmt(r.ci[0])} to ${fmt(r.ci[1])}`});
   s.append(
