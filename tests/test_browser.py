@@ -146,9 +146,13 @@ def test_limits_are_enforced_in_the_page(page, site):
     page.fill("#likes", "Friendly tone")
     page.fill("#use-case", "I write bedtime stories")
     assert page.locator("#topic-list input").first.is_disabled()
-    page.click("#rank-btn")
+    page.press("#use-case", "Control+Enter")
     wait_for_view(page, "custom")
     assert "use_case=I+write+bedtime+stories" in page.url and "topics=" not in page.url
+    # nothing customised any more: the default board, and a clean URL
+    page.click("#reset-btn")
+    page.click("#rank-btn")
+    assert page.get_attribute("#tab-default", "aria-selected") == "true" and "?" not in page.url
 
 
 def test_judge_choice_is_part_of_the_shared_url(browser):

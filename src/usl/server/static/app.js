@@ -229,6 +229,11 @@ async function runCustom() {
   if (problem) return;
   writeURL(spec);
   if (state.controller) state.controller.abort();
+  if (!isCustom(spec) && state.boards.default) {     // nothing customised: that is the default board
+    state.controller = null;
+    setView("default");
+    return;
+  }
   const controller = new AbortController();
   state.controller = controller;
   const clickedAt = performance.now();
@@ -595,7 +600,10 @@ async function init() {
   });
   $("topics-all").addEventListener("click", () => { for (const c of document.querySelectorAll("#topic-list input")) c.checked = true; updateHints(); });
   $("topics-none").addEventListener("click", () => { for (const c of document.querySelectorAll("#topic-list input")) c.checked = false; updateHints(); });
-  for (const id of ["likes", "avoid", "use-case"]) $(id).addEventListener("input", updateHints);
+  for (const id of ["likes", "avoid", "use-case"]) {
+    $(id).addEventListener("input", updateHints);
+    $(id).addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) runCustom(); });
+  }
   $("topic-list").addEventListener("change", updateHints);
   for (const t of document.querySelectorAll(".tabs [role=tab]")) t.addEventListener("click", () => { if (!t.disabled) setView(t.dataset.view); });
   $("example-btn").addEventListener("click", () => { if ($("example-model").value) showExamples($("example-model").value); });
