@@ -88,11 +88,12 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     async def leaderboard_get(s: SpecIn = Depends(spec_query)) -> dict:
         return await boards.full(await boards.resolve(s))
 
-    @app.get("/api/leaderboard/stream", tags=["leaderboard"],
-             summary="Server-sent events: `progress` {done, total, elapsed_s} while judging, then `result` "
-                     "(a LeaderboardResponse) or `error` {message}. With two or more criteria, `breakdown` "
-                     "{criteria_breakdown, criteria_contribution} follows the result; a late `warnings` "
-                     "{warnings} follows when the contradiction check finishes after the ranking.",
+    @app.get("/api/leaderboard/stream", tags=["leaderboard"], summary="The leaderboard with progress (SSE)",
+             description="Server-sent events: `progress` {done, total, elapsed_s} while judging (at least once "
+                         "a second), then `result` (a LeaderboardResponse) or `error` {message}. With two or more "
+                         "criteria, `breakdown` {criteria_breakdown, criteria_contribution} follows the result; "
+                         "`warnings` {warnings} follows when the contradiction check finishes after the ranking "
+                         "and finds more. Closing the stream cancels work nobody else waits for.",
              response_class=StreamingResponse, responses={200: {"content": {"text/event-stream": {}}}})
     async def leaderboard_stream(request: Request, s: SpecIn = Depends(spec_query)) -> StreamingResponse:
         spec = await boards.resolve(s)     # a bad request is a plain 422 before any event is sent
