@@ -32,7 +32,8 @@ def cfg(env, name, **kw):
 @pytest.mark.parametrize("loss,finetune", [("pairwise", "lora"), ("pointwise", "lora"),
                                            ("pairwise", "full"), ("pointwise", "full")])
 def test_steps_move_parameters(env, loss, finetune):
-    b = build_trainer(cfg(env, f"{loss}-{finetune}", loss=loss, finetune=finetune,
+    # 3 steps: with a zero-initialised head and LoRA B = 0, lora_A first gets a gradient at step 3
+    b = build_trainer(cfg(env, f"{loss}-{finetune}", loss=loss, finetune=finetune, max_steps=3,
                           group_by_length=finetune == "full"), home=str(env / "home"))
     model = b.trainer.model
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -46,8 +47,8 @@ def test_steps_move_parameters(env, loss, finetune):
         frozen = [n for n, p in after.items() if not p.requires_grad]
         assert frozen and all((after[n].detach() == before[n]).all() for n in frozen)
     losses = [h["loss"] for h in b.trainer.state.log_history if "loss" in h]
-    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
-    assert b.trainer.state.global_step == 2
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    assert b.trainer.state.global_step == 3
 
 
 def test_run_dir_truncation_and_judge(env):

@@ -49,6 +49,10 @@ class TrainConfig:
     lora_target_modules: list[str] = _f([], "Module names LoRA wraps; empty = every nn.Linear except the head.")
     head_modules: list[str] = _f(["score", "classifier"], "Names of the freshly initialised classification "
                                  "head modules (those present are trained in full and saved with the adapter).")
+    head_init: Literal["zero", "default"] = _f("zero", "Initial classification head. zero: logits start at 0 "
+                                               "(loss ln 2); a random head reads the backbone's huge outlier "
+                                               "dimensions and starts with a large constant logit gap that the "
+                                               "pairwise loss spends its first epoch undoing. default: the model's.")
     precision: Precision = _f("auto", "auto = bf16 on a CUDA device that supports it, else fp32.")
     base_dtype: Literal["auto", "float32", "bfloat16"] = _f("auto", "dtype the backbone is loaded in. auto = "
                                                              "bfloat16 for the frozen base of a LoRA run in bf16 "

@@ -184,6 +184,11 @@ def build_model(cfg: TrainConfig, model_dir: Path, tokenizer):
     if cfg.finetune == "full" and dtype != "float32":
         raise ValueError("full fine-tuning keeps fp32 master weights: use base_dtype float32 or auto")
     model = load_classifier(model_dir, 2 if cfg.loss == "pairwise" else 1, tokenizer, dtype=getattr(torch, dtype))
+    if cfg.head_init == "zero":
+        with torch.no_grad():
+            for h in cfg.head_modules:
+                for p in getattr(model, h).parameters() if hasattr(model, h) else ():
+                    p.zero_()
     if cfg.finetune == "full":
         return model
     from peft import LoraConfig, TaskType, get_peft_model
@@ -391,6 +396,8 @@ def provenance() -> dict:
                                 cwd=Path(__file__).parent).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
+    if len(commit) != 40 or any(c not in "0123456789abcdef" for c in commit):
+        commit = ""                                    # not a git checkout (a copied tree)
     versions = {"torch": torch.__version__, "transformers": transformers.__version__}
     try:
         import peft
