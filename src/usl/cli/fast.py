@@ -20,7 +20,9 @@ def register(app: typer.Typer) -> None:
         epochs: int = typer.Option(12, help="Maximum epochs."),
         seed: int = typer.Option(0, help="Seed for init, shuffling and noise."),
         hidden: int = typer.Option(128, help="Hidden width."),
-        lr: float = typer.Option(2e-3, help="Learning rate."),
+        batch_size: int = typer.Option(256, help="Pairs per step."),
+        lr: float = typer.Option(2e-3, help="Learning rate of the scorer."),
+        encoder_lr: float = typer.Option(3e-4, help="Learning rate of the criteria tower's LoRA (0 = frozen)."),
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
@@ -28,7 +30,8 @@ def register(app: typer.Typer) -> None:
 
         with user_errors():
             cfg = FastTrainConfig(train=list(train), dev=list(dev), out=out, epochs=epochs, seed=seed,
-                                  hidden=hidden, lr=lr)
+                                  hidden=hidden, lr=lr, encoder_lr=encoder_lr,
+                                  batch_size=batch_size)
             report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
         typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],
                                "seconds": report["seconds"]}))

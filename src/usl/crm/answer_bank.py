@@ -79,7 +79,10 @@ class AnswerBank:
         return self.cache_dir / f"answers_{h.hexdigest()[:20]}.npz"
 
     def _add(self, keys: list[tuple[str, str]], progress: Progress | None) -> None:
+        from tqdm.auto import tqdm
+
         rs, fs, cs = [], [], []
+        bar = tqdm(total=len(keys), desc="embedding answers", unit="answer", disable=len(keys) < 5000)
         for start in range(0, len(keys), self.chunk):
             part = keys[start:start + self.chunk]
             qs = [q for q, _ in part]
@@ -90,8 +93,10 @@ class AnswerBank:
             cs.append(np.einsum("nd,nd->n", r, np.stack([qv[q] for q in qs])).astype(np.float32))
             rs.append(r)
             fs.append(style_features(ans))
+            bar.update(len(part))
             if progress:
                 progress(min(start + self.chunk, len(keys)), len(keys))
+        bar.close()
         self._append(keys, np.concatenate(rs), np.concatenate(fs), np.concatenate(cs))
 
     def _append(self, keys, r, feats, cos_q) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from usl.crm.criteria_lexicon import LEXICON_AXES
 from usl.crm.features import FEATURES
 
 AVOID_PREFIX = "avoid:"
@@ -44,6 +45,8 @@ class FastCRMConfig:
     hidden: int = 128
     dropout: float = 0.1
     features: tuple[str, ...] = FEATURES
+    lexicon: tuple[str, ...] = LEXICON_AXES
+    crit_noise: float = 0.02  # per-dimension Gaussian noise on criterion embeddings while training
 
 
 class FastCRM(nn.Module):
@@ -51,12 +54,13 @@ class FastCRM(nn.Module):
         super().__init__()
         self.cfg = cfg
         d, F, H = cfg.dim, cfg.n_features, cfg.hidden
+        dc = d + len(cfg.lexicon)  # a criterion: sentence embedding + keyword features
         self.register_buffer("feat_mean", torch.zeros(F))
         self.register_buffer("feat_std", torch.ones(F))
         self.register_buffer("idf", torch.ones(vocab_size))
-        self.crit_sem = nn.Sequential(nn.Linear(d, H), nn.GELU(), nn.Linear(H, H))
+        self.crit_sem = nn.Sequential(nn.Linear(dc, H), nn.GELU(), nn.Linear(H, H))
         self.resp_sem = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F, H), nn.GELU(), nn.Linear(H, H))
-        self.crit_feat = nn.Sequential(nn.Linear(d, H), nn.GELU(), nn.Linear(H, F))
+        self.crit_feat = nn.Sequential(nn.Linear(dc, H), nn.GELU(), nn.Linear(H, F))
         self.alpha = nn.Parameter(torch.tensor(2.0))
         self.quality = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F + 1, H), nn.GELU(), nn.Linear(H, 1))
         self.beta = nn.Parameter(torch.tensor(1.0))
@@ -71,9 +75,13 @@ class FastCRM(nn.Module):
                 "quality": self.quality(torch.cat([rf, cos_q[:, None]], -1)).squeeze(-1)}
 
     # -- criteria ----------------------------------------------------------------------------------
-    def criteria_repr(self, e: torch.Tensor) -> dict[str, torch.Tensor]:
-        """e (k, d) contextual criterion embeddings -> per-criterion projections."""
-        return {"e": e, "u": self.crit_sem(e), "g": self.crit_feat(e)}
+    def criteria_repr(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """x (k, d + n_lexicon): sentence embedding then keyword features -> per-criterion projections."""
+        e = x[:, :self.cfg.dim]
+        if self.training and self.cfg.crit_noise > 0:
+            e = nn.functional.normalize(e + self.cfg.crit_noise * torch.randn_like(e), dim=-1)
+            x = torch.cat([e, x[:, self.cfg.dim:]], -1)
+        return {"e": e, "u": self.crit_sem(x), "g": self.crit_feat(x)}
 
     def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
@@ -117,8 +125,11 @@ class FastCRM(nn.Module):
         raw.pop("extra", None)
         vocab = raw.pop("vocab_size", 30522)
         raw["features"] = tuple(raw["features"])
+        raw["lexicon"] = tuple(raw.get("lexicon", ()))
         if raw["features"] != FEATURES:
             raise ValueError(f"{p}: model was trained with other style features; retrain it")
+        if raw["lexicon"] != LEXICON_AXES:
+            raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
         model = cls(FastCRMConfig(**raw), vocab_size=vocab)
         model.load_state_dict(load_file(p / "model.safetensors"))
         return model.eval()

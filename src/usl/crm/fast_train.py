@@ -22,7 +22,8 @@ from torch import nn
 from usl.crm.answer_bank import AnswerBank
 from usl.crm.fast_model import FastCRM, FastCRMConfig, as_tensor, split_sign
 from usl.crm.static_embed import StaticEmbedder, fit_idf
-from usl.data.embed import Embedder
+from usl.crm.criteria_encoder import CriteriaEncoder
+from usl.crm.criteria_lexicon import lexicon_matrix
 from usl.data.paper_jsonl import read_samples
 from usl.types import PreferenceSample
 
@@ -35,14 +36,18 @@ class FastTrainConfig:
     dev: list[str] = field(default_factory=list, metadata={"help": "Dev JSONL files for early stopping."})
     out: str = field(default="artifacts/fast-crm", metadata={"help": "Output directory for weights + card."})
     epochs: int = field(default=12, metadata={"help": "Maximum epochs."})
-    batch_size: int = field(default=64, metadata={"help": "Pairs per step."})
-    lr: float = field(default=2e-3, metadata={"help": "AdamW learning rate."})
+    batch_size: int = field(default=256, metadata={"help": "Pairs per step."})
+    lr: float = field(default=2e-3, metadata={"help": "AdamW learning rate of the scorer."})
+    encoder_lr: float = field(default=0.0, metadata={"help": "Learning rate of the criteria tower's LoRA (0 = frozen)."})
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank of the criteria tower."})
     weight_decay: float = field(default=1e-4, metadata={"help": "AdamW weight decay."})
     hidden: int = field(default=128, metadata={"help": "Hidden width of the scorer."})
     add_prob: float = field(default=0.3, metadata={"help": "Per-sample probability of adding irrelevant criteria."})
     drop_prob: float = field(default=0.2, metadata={"help": "Per-sample probability of dropping extra criteria."})
     patience: int = field(default=3, metadata={"help": "Epochs without dev improvement before stopping."})
     seed: int = field(default=0, metadata={"help": "Seed for init, shuffling and noise."})
+    oversample: dict = field(default_factory=lambda: {"human/": 3},
+                             metadata={"help": "Source prefix -> how many times its samples appear per epoch."})
 
 
 @dataclass
@@ -67,14 +72,15 @@ def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[
     return _Encoded(a, b, y, crit, sign, [s.source for s in samples])
 
 
-def _batch_logits(model: FastCRM, bank: AnswerBank, E: torch.Tensor, enc: _Encoded, idx: np.ndarray,
+def _batch_logits(model: FastCRM, bank: AnswerBank, E, enc: _Encoded, idx: np.ndarray,
                   crit: list[list[int]], sign: list[list[float]]) -> torch.Tensor:
+    """E: a (n_criteria, d) tensor of criterion embeddings, or a function ids -> embeddings."""
     rows, inv = np.unique(np.concatenate([enc.a[idx], enc.b[idx]]), return_inverse=True)
     A = model.answer_repr(as_tensor(bank.r[rows]), as_tensor(bank.feats[rows]), as_tensor(bank.cos_q[rows]))
     n = len(idx)
     flat = [c for cs in crit for c in cs]
     ucrit, cinv = np.unique(np.asarray(flat, dtype=np.int64), return_inverse=True)
-    C = model.criteria_repr(E[torch.from_numpy(ucrit)])
+    C = model.criteria_repr(E(ucrit) if callable(E) else E[torch.from_numpy(ucrit)])
     pair = np.repeat(np.arange(n), [len(cs) for cs in crit])
     return model.pair_logits(C, A, torch.from_numpy(inv[:n]), torch.from_numpy(inv[n:]),
                              torch.from_numpy(cinv), torch.tensor([g for gs in sign for g in gs]),
@@ -92,12 +98,15 @@ def _foreign_pools(enc: _Encoded, n_crit: int) -> dict[str, np.ndarray]:
 def _noisy(enc: _Encoded, idx: np.ndarray, rng: np.random.Generator, pools: dict[str, np.ndarray],
            cfg: FastTrainConfig):
     crit, sign = [], []
+    batch_salt = int(rng.integers(0, 1 << 30))
     for i in idx:
         cs, gs = list(enc.crit[i]), list(enc.sign[i])
         if len(cs) > 1 and rng.random() < cfg.drop_prob:
             keep = sorted(rng.choice(len(cs), size=int(rng.integers(1, len(cs))), replace=False))
             cs, gs = [cs[k] for k in keep], [gs[k] for k in keep]
         pool = pools.get(enc.source[i])
+        if pool is not None and len(pool) > 24:
+            pool = pool[(batch_salt + np.arange(24) * 7919) % len(pool)]  # a small per-batch pool
         if pool is not None and len(pool) and rng.random() < cfg.add_prob:
             extra = int(rng.integers(1, max(2, len(cs) // 2 + 1) + 1))
             cs += [int(c) for c in rng.choice(pool, size=extra)]
@@ -105,6 +114,20 @@ def _noisy(enc: _Encoded, idx: np.ndarray, rng: np.random.Generator, pools: dict
         crit.append(cs)
         sign.append(gs)
     return crit, sign
+
+
+def _grouped_order(enc: _Encoded, idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Shuffle, but keep samples that share their first criterion together.
+
+    The criteria tower runs forward and backward over every distinct criterion of a batch; grouping
+    cuts that from hundreds of texts per batch to tens (4-10x faster steps on a CPU), while the
+    groups themselves still arrive in a fresh random order every epoch.
+    """
+    groups: dict[int, list[int]] = {}
+    for i in rng.permutation(idx):
+        groups.setdefault(enc.crit[i][0] if enc.crit[i] else -1, []).append(int(i))
+    keys = list(groups)
+    return np.asarray([i for k in rng.permutation(len(keys)) for i in groups[keys[k]]], dtype=np.int64)
 
 
 def evaluate(model: FastCRM, bank: AnswerBank, E: torch.Tensor, enc: _Encoded) -> dict:
@@ -137,7 +160,8 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     bank = AnswerBank(static)
     crit_texts = sorted({split_sign(c)[0] for s in train + dev for c in s.criteria})
     crit_index = {t: i for i, t in enumerate(crit_texts)}
-    E = torch.from_numpy(Embedder(cache_dir / "embeddings").encode(crit_texts, show_progress=True))
+    tune = cfg.encoder_lr > 0
+    encoder = CriteriaEncoder(lora_r=cfg.lora_r, trainable=tune)
     tr, dv = _encode(train, bank, crit_index), _encode(dev, bank, crit_index)
     log.info("encoded %d answers, %d criteria in %.0f s", len(bank), len(crit_texts), time.time() - t0)
 
@@ -145,29 +169,49 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     model.idf.copy_(torch.from_numpy(static.idf))
     model.feat_mean.copy_(torch.from_numpy(bank.feats.mean(0)))
     model.feat_std.copy_(torch.from_numpy(bank.feats.std(0) + 1e-4))
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    groups = [{"params": list(model.parameters()), "lr": cfg.lr}]
+    if tune:
+        groups.append({"params": [p for p in encoder.parameters() if p.requires_grad], "lr": cfg.encoder_lr})
+    opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+
+    lex = torch.from_numpy(lexicon_matrix(crit_texts))
+
+    def all_criteria() -> torch.Tensor:
+        encoder.eval()
+        with torch.inference_mode():
+            out = torch.cat([encoder(crit_texts[i:i + 256]) for i in range(0, len(crit_texts), 256)])
+        encoder.train(tune)
+        return torch.cat([out.clone(), lex], -1)
+
+    def batch_criteria(ids: np.ndarray) -> torch.Tensor:
+        return torch.cat([encoder([crit_texts[i] for i in ids]), lex[torch.from_numpy(ids)]], -1)
+
     train_idx = np.flatnonzero(tr.y != 0.5)
+    reps = np.array([max([f for p, f in cfg.oversample.items() if src.startswith(p)] or [1]) for src in tr.source])
+    train_idx = np.repeat(train_idx, reps[train_idx])
     pools = _foreign_pools(tr, len(crit_texts))
     steps = cfg.epochs * ((len(train_idx) + cfg.batch_size - 1) // cfg.batch_size)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=max(steps, 1), pct_start=0.05)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[g["lr"] for g in groups], total_steps=max(steps, 1),
+                                                pct_start=0.05)
     loss_fn = nn.BCEWithLogitsLoss()
-    curve, best, best_state, bad = [], -1.0, None, 0
+    curve, best, best_state, best_enc, bad = [], -1.0, None, None, 0
+    E_frozen = None if tune else all_criteria()
     for epoch in range(cfg.epochs):
         model.train()
         erng = np.random.default_rng([cfg.seed, epoch])
-        order = erng.permutation(train_idx)
+        order = _grouped_order(tr, train_idx, erng) if tune else erng.permutation(train_idx)
         losses = []
         for i in range(0, len(order), cfg.batch_size):
             idx = order[i:i + cfg.batch_size]
             crit, sign = _noisy(tr, idx, erng, pools, cfg)
-            logits = _batch_logits(model, bank, E, tr, idx, crit, sign)
+            logits = _batch_logits(model, bank, batch_criteria if tune else E_frozen, tr, idx, crit, sign)
             loss = loss_fn(logits, torch.from_numpy(tr.y[idx]))
             opt.zero_grad()
             loss.backward()
             opt.step()
             sched.step()
             losses.append(loss.item())
-        ev = evaluate(model, bank, E, dv) if len(dv.y) else {"accuracy": float("nan")}
+        ev = evaluate(model, bank, all_criteria(), dv) if len(dv.y) else {"accuracy": float("nan")}
         curve.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)), "dev_accuracy": ev["accuracy"],
                       "dev_by_source": ev.get("by_source", {})})
         log.info("epoch %d: loss %.4f dev acc %.4f %s", epoch + 1, curve[-1]["train_loss"], ev["accuracy"],
@@ -175,14 +219,18 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
         if ev["accuracy"] > best:
             best, bad = ev["accuracy"], 0
             best_state = {k: v.clone() for k, v in model.state_dict().items()}
+            best_enc = {k: v.clone() for k, v in encoder.state_dict().items()}
         else:
             bad += 1
             if bad >= cfg.patience:
                 break
     if best_state is not None:
         model.load_state_dict(best_state)
+        encoder.load_state_dict(best_enc)
     report = {"config": asdict(cfg), "curve": curve, "best_dev_accuracy": best, "n_train": len(train),
               "n_dev": len(dev), "seconds": round(time.time() - t0, 1)}
     model.save(cfg.out, extra=report)
+    if tune:
+        encoder.save_adapter(cfg.out)
     (Path(cfg.out) / "training.json").write_text(json.dumps(report, indent=2))
     return report

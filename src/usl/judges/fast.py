@@ -8,6 +8,7 @@ orders get the same number and ``judge_matrix`` skips the second order altogethe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from importlib import resources
@@ -21,7 +22,8 @@ from usl import paths
 from usl.crm.answer_bank import AnswerBank, Progress
 from usl.crm.fast_model import FastCRM, as_tensor, split_sign
 from usl.crm.static_embed import StaticEmbedder
-from usl.data.embed import Embedder
+from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
+from usl.crm.criteria_lexicon import lexicon_matrix
 from usl.judges.base import JudgeRequest, Verdict
 from usl.judges.registry import register
 from usl.types import Criteria
@@ -43,6 +45,18 @@ def _weights_hash(path: Path) -> str:
     return h.hexdigest()[:12]
 
 
+@contextlib.contextmanager
+def _one_thread():
+    """A few short criteria are encoded fastest on one thread: with torch's default pool of all
+    cores, a busy machine turns a 10 ms pass into 0.5 s of contention."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
 class FastJudge:
     can_tie = False
     cacheable = False  # recomputing is cheaper than a SQLite round trip
@@ -58,7 +72,8 @@ class FastJudge:
         cache = paths.cache_dir(home)
         self.static = StaticEmbedder(cache / "static", idf=self.model.idf.numpy())
         self.bank = AnswerBank(self.static, cache / "answers")
-        self.embedder = Embedder(cache / "embeddings")
+        adapter = self.weights / ADAPTER_DIR
+        self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
         self._answer_repr: dict | None = None
         self._repr_rows = 0
 
@@ -78,14 +93,15 @@ class FastJudge:
 
     def _criteria(self, criteria: Sequence[str]) -> tuple[dict, torch.Tensor]:
         texts, signs = zip(*(split_sign(c) for c in criteria)) if criteria else ((), ())
-        e = self.embedder.encode(list(texts)) if texts else np.zeros((0, 384), np.float32)
-        with torch.inference_mode():
-            return self.model.criteria_repr(as_tensor(e)), torch.tensor(signs, dtype=torch.float32)
+        with torch.inference_mode(), _one_thread():
+            x = torch.cat([self.encoder.encode(list(texts)), torch.from_numpy(lexicon_matrix(list(texts)))], -1)
+            return self.model.criteria_repr(x), torch.tensor(signs, dtype=torch.float32)
 
     def prepare(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> None:
         """Embed a benchmark's answers ahead of time (cached on disk)."""
         self.bank.preload(queries, answers, progress)
         self._answers()
+        self.encoder.encode(["warm-up"])  # first real request should not pay for lazy init
 
     def criterion_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
                          baseline_answers: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:

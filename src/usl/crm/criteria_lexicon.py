@@ -1,0 +1,94 @@
+"""Keyword features of a criterion, to complement its sentence embedding.
+
+Why: a small frozen sentence encoder embeds criteria by surface form ("I prefer an academic writing
+style" sits next to "I prefer a business-oriented writing style"), so a head trained on a thousand
+wordings does not carry over to new ones. The words people use for the common preference axes are
+few and stable ("brief", "short", "to the point"; "thorough", "in depth"; "poetic", "vivid"), so a
+signed count of each axis's words (negative inside a negation's scope) is a robust second view that generalises
+to unseen wordings. Each feature is 0/1-ish; ``LEXICON_AXES`` names them in order.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+_AXES: dict[str, tuple[str, ...]] = {
+    "short": ("concise", "brief", "short", "succinct", "terse", "to the point", "compact", "lean",
+              "few words", "quick", "summar", "crisp", "tl;dr", "minimal", "straight to", "no fluff",
+              "less is more", "not long", "one sentence", "a sentence or two", "skip the background"),
+    "long": ("detail", "thorough", "in depth", "in-depth", "comprehensive", "long", "elaborat", "extensive",
+             "exhaustive", "complete", "expand", "full picture", "everything", "deep", "depth", "explain fully",
+             "cover all", "leave nothing out", "more context", "background"),
+    "academic": ("academ", "scholar", "research", "scientific", "theory", "theoret", "rigor", "evidence",
+                 "citation", "cite", "formal", "technical", "precise", "journal", "university", "professor"),
+    "business": ("business", "professional", "corporate", "practical", "actionable", "industry", "market",
+                 "commercial", "roi", "customer", "strategy", "manager", "executive", "workplace"),
+    "literary": ("poet", "poem", "literar", "literature", "creative", "vivid", "imagery", "metaphor", "story",
+                 "narrative", "lyrical", "expressive", "artistic", "rhyme", "verse", "novel", "imaginative",
+                 "figurative", "whimsical", "flowery", "beautiful language", "evocative"),
+    "fun": ("fun", "humor", "humour", "funny", "joke", "witty", "playful", "entertain", "lighthearted",
+            "light-hearted", "amusing", "enthusias", "exciting", "lively", "energetic", "cheerful", "emoji",
+            "excite", "engaging", "casual"),
+    "plain": ("plain", "simple", "everyday", "layman", "no jargon", "jargon", "easy to understand", "neutral",
+              "normal", "ordinary", "straightforward", "accessible", "beginner", "child", "kid"),
+    "structure": ("bullet", "list", "heading", "header", "structur", "markdown", "table", "numbered", "outline",
+                  "skimmable", "organiz", "organis", "format", "step-by-step", "step by step", "steps"),
+    "prose": ("prose", "paragraph", "flowing", "essay", "narrative", "no list", "no bullet", "sentences"),
+    "examples": ("example", "instance", "illustrat", "concrete", "case stud", "sample"),
+    "safe": ("safe", "harm", "ethic", "toxic", "danger", "illegal", "refuse", "responsib", "respectful"),
+    "helpful": ("helpful", "useful", "accura", "correct", "relevant", "factual", "true", "quality", "answer the",
+                "follow", "instruction", "solve", "informative", "reliable", "trust"),
+    "warm": ("friendly", "warm", "empath", "kind", "polite", "personable", "caring", "supportive", "courteous"),
+    "ai": ("as an ai", "ai ", "machine", "disclaimer", "language model", "caveat", "hedg"),
+    "question": ("question", "ask me", "follow-up", "follow up", "clarif"),
+    "code": ("code", "program", "python", "snippet", "function", "sql", "script"),
+}
+# Words that turn the next few words into something disliked ("too long", "I don't need the
+# background", "annoyed by overly detailed answers").
+_NEGATORS = {"no", "not", "don't", "dont", "never", "without", "avoid", "skip", "less", "stop", "hate", "dislike",
+             "dislikes", "annoyed", "annoying", "annoys", "too", "overly", "excessive", "excessively",
+             "unnecessary", "needless", "nothing", "instead", "cut", "drop", "nor", "isn't", "aren't", "doesn't",
+             "won't", "can't", "neither", "minus", "spare", "tired", "sick", "against", "zero", "hates"}
+_CLAUSE = re.compile(r"[.;:!?]|\bbut\b|\bhowever\b|\binstead\b|\brather\b")
+_TOKEN = re.compile(r"[a-z][a-z'\-]*")
+_SCOPE = 5  # a negator reaches this many words ahead, within its clause
+
+LEXICON_AXES = tuple(_AXES) + ("negation",)
+
+
+def lexicon_features(text: str) -> list[float]:
+    """Per axis, signed: hits outside a negation's scope minus hits inside it (each capped at 2,
+    scaled to -1..1), so "overly long answers" lands where "Avoid: long answers" does."""
+    low = text.lower()
+    pos = dict.fromkeys(_AXES, 0)
+    neg = dict.fromkeys(_AXES, 0)
+    any_neg = False
+    for clause in _CLAUSE.split(low):
+        toks = _TOKEN.findall(clause)
+        negated = [any(t in _NEGATORS or t.endswith("n't") for t in toks[max(0, i - _SCOPE):i])
+                   for i in range(len(toks) + 1)]
+        any_neg |= any(t in _NEGATORS or t.endswith("n't") for t in toks)
+        padded = " " + " ".join(toks) + " "
+        for axis, words in _AXES.items():
+            for w in words:
+                start = 0
+                while (j := padded.find(w, start)) >= 0:
+                    start = j + len(w)
+                    if j > 0 and padded[j - 1].isalpha():  # "long" inside "belong"
+                        continue
+                    word_idx = padded[:j].count(" ") - 1
+                    (neg if negated[max(0, min(word_idx, len(toks)))] else pos)[axis] += 1
+    out: list[float] = []
+    for axis in _AXES:
+        out.append((min(pos[axis], 2) - min(neg[axis], 2)) / 2.0)
+    out.append(1.0 if any_neg else 0.0)
+    return out
+
+
+def lexicon_matrix(texts) -> np.ndarray:
+    """(n, len(LEXICON_AXES)) float32."""
+    if not len(texts):
+        return np.zeros((0, len(LEXICON_AXES)), np.float32)
+    return np.asarray([lexicon_features(t) for t in texts], dtype=np.float32)

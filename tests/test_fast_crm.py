@@ -1,0 +1,135 @@
+"""The fast CRM: style features, criteria keywords, the antisymmetric scorer, training and the
+shipped default judge (real all-MiniLM-L6-v2 from the installed package, no network)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from usl.crm.criteria_lexicon import LEXICON_AXES, lexicon_features
+from usl.crm.fast_model import FastCRM, FastCRMConfig, split_sign
+from usl.crm.features import FEATURES, features_one
+from usl.judges.base import JudgeRequest
+from usl.types import Criteria
+
+SHORT = "Paris."
+LONG = ("The capital of France is Paris. It has been the capital for centuries, it is the largest city "
+        "in the country, and it is home to the national government, the Louvre and the Eiffel Tower. "
+        "Paris sits on the Seine in the north of the country.")
+
+
+def feat(text: str, name: str) -> float:
+    return features_one(text)[FEATURES.index(name)]
+
+
+def test_style_features_known_values():
+    text = "Intro line\n- one\n- two\n1. three\n\n**bold** here?"
+    assert feat(text, "log_words") == pytest.approx(np.log1p(8))
+    assert feat(text, "bullet_frac") == pytest.approx(2 / 5)
+    assert feat(text, "numbered_frac") == pytest.approx(1 / 5)
+    assert feat(text, "log_bold") == pytest.approx(np.log1p(1))
+    assert feat("I'm sorry, but I cannot help with that.", "refusal") == 1.0
+    assert feat("Sure, here it is.", "refusal") == 0.0
+
+
+@pytest.mark.parametrize("text, axis, sign", [
+    ("keep it short", "short", 1),
+    ("I prefer detailed answers.", "long", 1),
+    ("I get annoyed by overly long responses.", "long", -1),
+    ("Please answer briefly; I don't need all the background.", "short", 1),
+    ("Please answer briefly; I don't need all the background.", "long", -1),
+    ("Go deep, not short.", "short", -1),
+    ("Use vivid imagery.", "literary", 1),
+    ("I belong here", "long", 0),          # "long" inside "belong" is not a hit
+])
+def test_lexicon_signs_follow_negation_scope(text, axis, sign):
+    value = lexicon_features(text)[LEXICON_AXES.index(axis)]
+    assert np.sign(value) == sign
+
+
+def test_split_sign():
+    assert split_sign("Avoid: jargon") == ("jargon", -1.0)
+    assert split_sign("avoid jargon") == ("avoid jargon", 1.0)  # a like that says "avoid" in words
+
+
+def test_pair_logits_antisymmetric_and_sum_of_criteria():
+    torch.manual_seed(0)
+    model = FastCRM(FastCRMConfig(hidden=16)).eval()
+    n, d, F = 5, 384, len(FEATURES)
+    A = model.answer_repr(torch.nn.functional.normalize(torch.randn(n, d), dim=-1), torch.randn(n, F),
+                          torch.rand(n))
+    C = model.criteria_repr(torch.cat([torch.nn.functional.normalize(torch.randn(2, d), dim=-1),
+                                       torch.zeros(2, len(LEXICON_AXES))], -1))
+    a, b = torch.tensor([0, 1, 2]), torch.tensor([3, 4, 0])
+    crit = torch.tensor([0, 1, 0, 1, 0])
+    pair = torch.tensor([0, 0, 1, 1, 2])
+    sign = torch.tensor([1.0, -1.0, 1.0, 1.0, -1.0])
+    ab = model.pair_logits(C, A, a, b, crit, sign, pair, 3)
+    ba = model.pair_logits(C, A, b, a, crit, sign, pair, 3)
+    torch.testing.assert_close(ab, -ba)
+    S = model.criterion_scores(C, A)
+    by_hand = 0.5 * ((S[0, 0] - S[0, 3]) - (S[1, 0] - S[1, 3])) + model.beta * (A["quality"][0] - A["quality"][3])
+    torch.testing.assert_close(ab[0], by_hand)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("usl_home"))
+
+
+def _pairs(n: int) -> list[dict]:
+    out = []
+    for i in range(n):
+        concise = i % 2 == 0
+        short, long = f"{SHORT} ({i})", f"{LONG} ({i})"
+        a, b = (short, long) if i % 4 < 2 else (long, short)
+        wins_a = (a == short) == concise
+        q = f"What is the capital of France? #{i}"
+        out.append({"idx": str(i), "prompt": q,
+                    "model_a": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
+                    "model_b": [{"role": "user", "content": q}, {"role": "assistant", "content": b}],
+                    "criteria": ["Keep it short." if concise else "Give me all the details."],
+                    "preference": "model_a" if wins_a else "model_b", "source": "length/toy"})
+    return out
+
+
+def test_train_fast_learns_and_round_trips(tmp_path, home):
+    from pathlib import Path
+
+    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.judges.fast import FastJudge
+
+    train, dev = tmp_path / "train.jsonl", tmp_path / "dev.jsonl"
+    train.write_text("".join(json.dumps(p) + "\n" for p in _pairs(64)))
+    dev.write_text("".join(json.dumps(p) + "\n" for p in _pairs(16)))
+    out = tmp_path / "model"
+    report = train_fast(FastTrainConfig(train=[str(train)], dev=[str(dev)], out=str(out), epochs=6,
+                                        batch_size=16, lr=5e-3, hidden=16, patience=6),
+                        Path(home) / "cache")
+    losses = [e["train_loss"] for e in report["curve"]]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+    assert report["best_dev_accuracy"] >= 0.9
+    judge = FastJudge(out, home=home)  # saved, loaded back, judging through the public protocol
+    pairs = _pairs(16)
+    reqs = [JudgeRequest(Criteria(tuple(p["criteria"])), p["prompt"], p["model_a"][1]["content"],
+                         p["model_b"][1]["content"]) for p in pairs]
+    agree = [(v.p_a > 0.5) == (p["preference"] == "model_a") for v, p in zip(judge.judge(reqs), pairs)]
+    assert np.mean(agree) == pytest.approx(report["best_dev_accuracy"])
+
+
+def test_shipped_default_judge_follows_length_criteria_and_is_swap_consistent(home):
+    from usl.judges.registry import load_judge
+
+    judge = load_judge("default", home=home)
+    q = "What is the capital of France?"
+    reqs = [JudgeRequest(Criteria(("I want short, to-the-point answers.",)), q, SHORT, LONG),
+            JudgeRequest(Criteria(("I want short, to-the-point answers.",)), q, LONG, SHORT),
+            JudgeRequest(Criteria(("Explain in depth, with lots of detail.",)), q, SHORT, LONG),
+            JudgeRequest(Criteria((), ("Long-winded answers",)), q, SHORT, LONG)]
+    v = judge.judge(reqs)
+    assert v[0].p_a > 0.5 and v[2].p_a < 0.5 and v[3].p_a > 0.5
+    assert v[0].p_a == pytest.approx(1 - v[1].p_a, abs=1e-6)
+    assert judge.identity.startswith("default@fast-")
