@@ -37,6 +37,7 @@ def test_flow_on_the_real_engine(page, site):
     cells = page.locator("#leaderboard tbody tr").first.locator("td")
     assert cells.nth(1).inner_text() == "m_code"
     assert cells.nth(2).locator(".wr-num").inner_text() == f"{WIN_RATES['coding']['m_code']:.1f}"
+    page.wait_for_selector("#breakdown[data-state=ready]", timeout=15000)     # arrives after the table
     headers = page.locator("#breakdown thead th").evaluate_all("hs => hs.map(h => h.title)")
     assert "<script>window.__pwned = 1</script>" in headers               # shown as text
     assert page.evaluate("window.__pwned") is None
