@@ -91,6 +91,8 @@ def test_customize_rank_and_share(page, site):
     assert page.locator("#breakdown tbody tr[data-model]").count() == len(MODELS)
 
     # The criterion with markup is shown as text everywhere and nothing ran.
+    # contradiction warnings may come in a late event, after the breakdown: wait for both of them
+    page.wait_for_function("() => document.querySelectorAll('#warnings li').length >= 2", timeout=10000)
     warnings = page.locator("#warnings li").all_inner_texts()
     assert "You both like and avoid: Short answers" in warnings
     assert f"You both like and avoid: {XSS}" in warnings
