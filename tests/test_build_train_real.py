@@ -26,7 +26,7 @@ def built(tmp_path_factory):
 
 
 def test_no_board_query_in_train_or_dev(built):
-    out, res, seconds = built
+    out, res, _ = built
     split = read_json(ROOT / "alpaca_eval" / "split.json")
     base = read_json(ROOT / "alpaca_eval" / "outputs" / f"{split['baseline']}.json.gz")
     board = {normalise(base[i]["instruction"]) for i in split["board"]}
@@ -38,7 +38,6 @@ def test_no_board_query_in_train_or_dev(built):
         assert not (users & board), name                  # independent exact check
         assert not ({normalise(s.prompt) for s in samples} & board), name
         assert guard.find_leaks(samples) == [], name      # the containment guard
-    assert seconds < 60
 
 
 def test_eval_files_and_manifest(built):
