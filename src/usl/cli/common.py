@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Optional
 
-import typer
 
 from usl import paths
-from usl.types import DataError
+from usl.console import user_errors  # noqa: F401  (re-exported for the command modules)
 
 
 @dataclass
@@ -21,13 +18,3 @@ class State:
         from usl.store import Store
 
         return Store(paths.db_path(self.home))
-
-
-@contextlib.contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn expected failures (bad data, bad arguments) into one clear line and exit code 2."""
-    try:
-        yield
-    except (DataError, FileNotFoundError, ValueError) as e:
-        typer.echo(f"error: {e}", err=True)
-        sys.exit(2)

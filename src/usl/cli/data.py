@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from usl import paths
-from usl.cli.common import State, user_errors
+from usl.cli.common import user_errors
 from usl.data.imported import Imported
 from usl.types import DataError
 

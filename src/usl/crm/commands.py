@@ -7,24 +7,12 @@ only the training stack installed (``usl.cli`` imports every command group, the 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
-from typing import Iterator, List, Optional
+from typing import List, Optional
 
 import typer
 
-from usl.types import DataError
-
-
-@contextlib.contextmanager
-def user_errors() -> Iterator[None]:
-    """Same contract as usl.cli.common.user_errors (kept here to avoid importing usl.cli)."""
-    try:
-        yield
-    except (DataError, FileNotFoundError, ValueError) as e:
-        typer.echo(f"error: {e}", err=True)
-        sys.exit(2)
+from usl.console import user_errors
 
 
 def _home(ctx: typer.Context) -> Optional[str]:

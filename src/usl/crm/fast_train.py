@@ -148,7 +148,6 @@ def evaluate(model: FastCRM, bank: AnswerBank, E: torch.Tensor, enc: _Encoded) -
 
 def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
     train = [s for f in cfg.train for s in read_samples(f)]
     dev = [s for f in cfg.dev for s in read_samples(f)]
     log.info("fast CRM: %d train, %d dev samples", len(train), len(dev))

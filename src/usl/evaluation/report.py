@@ -96,13 +96,11 @@ def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch
     from usl.data.paper_jsonl import read_samples
 
     t0 = time.perf_counter()
+    # Read (and so validate) every file before judging any: a bad last file fails in seconds.
+    loaded = [(Path(path).name, subsample(read_samples(path), limit)) for path in files]
+    names = [name for name, _ in loaded]
     judged: list[Judged] = []
-    names = []
-    for path in files:
-        samples = read_samples(path)
-        samples = subsample(samples, limit)
-        name = Path(path).name
-        names.append(name)
+    for name, samples in loaded:
         judged.extend(judge_samples(judge, samples, file=name, batch_size=batch_size))
     by_file = {n: summarize([j for j in judged if j.file == n]) for n in names}
     sources = sorted({j.sample.source for j in judged})

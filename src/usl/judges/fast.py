@@ -68,7 +68,6 @@ class FastJudge:
         self.name = name
         self.version = f"fast-{_weights_hash(self.weights)}"
         self.model = FastCRM.load(self.weights)
-        torch.set_grad_enabled(False)
         cache = paths.cache_dir(home)
         self.static = StaticEmbedder(cache / "static", idf=self.model.idf.numpy())
         self.bank = AnswerBank(self.static, cache / "answers")
@@ -125,7 +124,6 @@ class FastJudge:
         return 1.0 / (1.0 + np.exp(-(per.sum(0) + qual)))
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
-        out: list[Verdict] = []
         by_criteria: dict[Criteria, list[int]] = {}
         for i, r in enumerate(requests):
             by_criteria.setdefault(r.criteria, []).append(i)
@@ -134,8 +132,7 @@ class FastJudge:
             p[idx] = self.judge_matrix(crit, [requests[i].query for i in idx],
                                        [requests[i].response_a for i in idx],
                                        [requests[i].response_b for i in idx])
-        out.extend(Verdict(float(x)) for x in p)
-        return out
+        return [Verdict(float(x)) for x in p]
 
 
 @register("fast")
