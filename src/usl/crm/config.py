@@ -47,6 +47,11 @@ class TrainConfig:
     lora_alpha: int = _f(32, "LoRA alpha (scaling = alpha / r).")
     lora_dropout: float = _f(0.05, "Dropout on the LoRA branch.")
     lora_target_modules: list[str] = _f([], "Module names LoRA wraps; empty = every nn.Linear except the head.")
+    head: Literal["span", "token"] = _f("span", "Read-out. span: mean-pool the final hidden states over each "
+                                        "prompt slot (criteria, query, answers) and score products of "
+                                        "criteria and answer vectors (usl.crm.span_head; the one that "
+                                        "learned on 22M-135M backbones). token: the paper's "
+                                        "AutoModelForSequenceClassification head on one position.")
     head_modules: list[str] = _f(["score", "classifier"], "Names of the freshly initialised classification "
                                  "head modules (those present are trained in full and saved with the adapter).")
     head_init: Literal["zero", "default"] = _f("zero", "Initial classification head. zero: logits start at 0 "
@@ -77,6 +82,12 @@ class TrainConfig:
                            "criteria, label unchanged) | random (one of the four per sample and epoch).")
     tie_policy: TiePolicy = _f("soft", "Tied pairs: soft = train towards 0.5/0.5 (pairwise) or "
                                "P(chosen>rejected)=0.5 (pointwise); exclude = drop them (the paper).")
+    pairwise_order: Literal["both", "random"] = _f("both", "Pairwise: 'both' scores every pair in both orders "
+                                                  "in the same step and trains the order-averaged logit "
+                                                  "(f(A,B) + flip(f(B,A))) / 2, which is antisymmetric: "
+                                                  "position carries no signal, swap consistency is 1, and a "
+                                                  "zero-initialised head still gets a gradient. 'random': one "
+                                                  "order per sample (the reference code's single pass).")
     swap_positions: bool = _f(True, "Pairwise: put the responses in random order (p=0.5 per sample and "
                               "epoch) so that position carries no signal. Dev pairs are scored in both orders.")
     max_length: int = _f(1024, "Token budget of one model input; longer inputs have their answers truncated "

@@ -5,6 +5,8 @@ every epoch from ``(seed, epoch, index)``. ``set_epoch`` is called by the traine
 data loader and our callback) before each epoch.
 
 Pairwise item: ``{"input_ids": [...], "labels": [p_a, p_b]}``: label index 0 = "A is better".
+With ``both_orders`` it also holds ``"swapped_input_ids"`` (B shown first) and the collator stacks
+the two: ``input_ids [2B, L]`` (rows B..2B-1 swapped), ``labels [B, 2]`` for the A-first order.
 Ties are soft targets ``[0.5, 0.5]`` (``tie_policy="soft"``) or left out (``"exclude"``).
 
 Pointwise item: ``{"chosen_input_ids", "rejected_input_ids", "labels": t}`` where ``t`` is
@@ -63,7 +65,8 @@ class CRMDataset:
 
     def __init__(self, samples: Sequence[PreferenceSample], formatter: PromptFormatter, *, loss: str,
                  train: bool, direction: str = "original", noise: str = "none", tie_policy: str = "soft",
-                 swap_positions: bool = True, seed: int = 42, pool: CriteriaPool | None = None):
+                 swap_positions: bool = True, both_orders: bool = False, with_spans: bool = False, seed: int = 42,
+                 pool: CriteriaPool | None = None):
         if loss not in ("pairwise", "pointwise"):
             raise ValueError(f"loss={loss!r}: expected pairwise or pointwise")
         kept = [s for s in samples if not (tie_policy == "exclude" and s.preference == "tie")]
@@ -72,10 +75,13 @@ class CRMDataset:
         self.fmt, self.loss, self.train = formatter, loss, train
         self.direction, self.noise, self.tie_policy = direction, noise, tie_policy
         self.swap, self.seed = swap_positions, seed
+        self.both = both_orders and loss == "pairwise"
+        self.with_spans = with_spans            # the span head needs each slot's token range
         self.pool = pool if pool is not None else (CriteriaPool(kept) if train and noise != "none" else None)
         self.epoch = 0
         self.report = TruncationReport()
-        self.order_factor = 2 if (not train and loss == "pairwise") else 1
+        # dev: every pair in both orders, unless the model averages the orders itself
+        self.order_factor = 2 if (not train and loss == "pairwise" and not self.both) else 1
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -122,7 +128,16 @@ class CRMDataset:
         enc = self.fmt.pairwise(v.criteria, s.prompt, a, b)
         self.report.add(enc)
         target = {"model_a": [1.0, 0.0], "model_b": [0.0, 1.0], "tie": [0.5, 0.5]}[pref]
-        return {"input_ids": list(enc.input_ids), "labels": target}
+        item = {"input_ids": list(enc.input_ids), "labels": target}
+        if self.with_spans:
+            item["spans"] = self.fmt.span_rows(enc, "pairwise")
+        if self.both:
+            enc2 = self.fmt.pairwise(v.criteria, s.prompt, b, a)
+            self.report.add(enc2)
+            item["swapped_input_ids"] = list(enc2.input_ids)
+            if self.with_spans:
+                item["swapped_spans"] = self.fmt.span_rows(enc2, "pairwise")
+        return item
 
     def _pointwise(self, query: str, v: EpochView, a: str, b: str) -> dict:
         chosen, rejected = (b, a) if v.preference == "model_b" else (a, b)
@@ -130,8 +145,12 @@ class CRMDataset:
         er = self.fmt.pointwise(v.criteria, query, rejected)
         self.report.add(ec)
         self.report.add(er)
-        return {"chosen_input_ids": list(ec.input_ids), "rejected_input_ids": list(er.input_ids),
+        item = {"chosen_input_ids": list(ec.input_ids), "rejected_input_ids": list(er.input_ids),
                 "labels": 0.5 if v.preference == "tie" else 1.0}
+        if self.with_spans:
+            item["chosen_spans"] = self.fmt.span_rows(ec, "pointwise")
+            item["rejected_spans"] = self.fmt.span_rows(er, "pointwise")
+        return item
 
 
 def _pad(rows: list[list[int]], pad_id: int):
@@ -148,16 +167,25 @@ def _pad(rows: list[list[int]], pad_id: int):
 
 @dataclass
 class PairwiseCollator:
-    """Right-pads ``input_ids``; ``labels`` become a float tensor ``[B, 2]``."""
+    """Right-pads ``input_ids`` (then ``swapped_input_ids``, if any); ``labels``: float ``[B, 2]``."""
 
     pad_id: int
 
     def __call__(self, items: list[dict]) -> dict:
         import torch
 
-        ids, mask = _pad([it["input_ids"] for it in items], self.pad_id)
-        return {"input_ids": ids, "attention_mask": mask,
-                "labels": torch.tensor([it["labels"] for it in items], dtype=torch.float32)}
+        rows = [it["input_ids"] for it in items]
+        spans = [it["spans"] for it in items] if "spans" in items[0] else None
+        if "swapped_input_ids" in items[0]:
+            rows += [it["swapped_input_ids"] for it in items]
+            if spans is not None:
+                spans += [it["swapped_spans"] for it in items]
+        ids, mask = _pad(rows, self.pad_id)
+        out = {"input_ids": ids, "attention_mask": mask,
+               "labels": torch.tensor([it["labels"] for it in items], dtype=torch.float32)}
+        if spans is not None:
+            out["spans"] = torch.tensor(spans, dtype=torch.long)
+        return out
 
 
 @dataclass
@@ -171,5 +199,9 @@ class PointwiseCollator:
 
         rows = [it["chosen_input_ids"] for it in items] + [it["rejected_input_ids"] for it in items]
         ids, mask = _pad(rows, self.pad_id)
-        return {"input_ids": ids, "attention_mask": mask,
-                "labels": torch.tensor([it["labels"] for it in items], dtype=torch.float32)}
+        out = {"input_ids": ids, "attention_mask": mask,
+               "labels": torch.tensor([it["labels"] for it in items], dtype=torch.float32)}
+        if "chosen_spans" in items[0]:
+            out["spans"] = torch.tensor([it["chosen_spans"] for it in items] + [it["rejected_spans"] for it in items],
+                                        dtype=torch.long)
+        return out

@@ -69,6 +69,7 @@ class Encoded:
     input_ids: tuple[int, ...]
     cuts: tuple[Cut, ...] = ()
     original_length: int = 0   # tokens the input would have had without truncation
+    spans: tuple[tuple[str, int, int], ...] = ()   # (slot, start, end) token ranges of each filled slot
 
     @property
     def truncated(self) -> bool:
@@ -198,14 +199,24 @@ class PromptFormatter:
                 ids[name] = self._cut(tokens, budget[name])
                 cuts.append(Cut(name, len(tokens), len(ids[name])))
         out: list[int] = list(self._prefix)
+        spans = []
         for p in parts:
+            if isinstance(p, str):
+                spans.append((p, len(out), len(out) + len(ids[p])))
             out.extend(p if isinstance(p, tuple) else ids[p])
         out.extend(self._suffix)
         if self.pad_id is not None and out and out[-1] == self.pad_id:
             # Sequence-classification heads pool the last non-pad token; ending on the pad id
             # would silently pool the wrong position.
             raise ValueError("the prompt ends with the pad token; choose another pad token")
-        return Encoded(tuple(out), tuple(cuts), total)
+        return Encoded(tuple(out), tuple(cuts), total, tuple(spans))
+
+    def span_rows(self, enc: Encoded, kind: str) -> list[list[int]]:
+        """``[[start, end], ...]`` in ``span_head.SLOTS[kind]`` order (the span head's input)."""
+        from usl.crm.span_head import SLOTS
+
+        where = {name: [s, e] for name, s, e in enc.spans}
+        return [where.get(name, [0, 0]) for name in SLOTS[kind]]
 
     def _allocate(self, kind: str, fixed: int, lengths: dict[str, int]) -> dict[str, int]:
         if fixed + sum(lengths.values()) <= self.max_length:

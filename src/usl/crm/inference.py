@@ -4,7 +4,8 @@ A model directory holds ``crm.json`` (what head, which backbone, the prompt budg
 tokenizer, and either a LoRA adapter + head (``adapter_config.json``) or a full model. A LoRA
 adapter is merged into the backbone after loading, so inference costs what the plain model costs.
 
-``CRMScorer.p_a`` returns P(A better) for the order given; it never averages orders itself.
+``CRMScorer.p_a`` returns P(A better) for the order given. A pairwise CRM trained on order-averaged
+logits (``crm.json`` ``order_average``) is scored the same way: both orders, logits averaged.
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ class CRMScorer:
         self.fmt = PromptFormatter(self.tok, max_length=f["max_length"], query_max_tokens=f["query_max_tokens"],
                                    min_response_tokens=f["min_response_tokens"], keep=f["keep"],
                                    use_chat_template=f["use_chat_template"])
-        if (self.dir / "adapter_config.json").is_file():
+        if self.meta.get("head") == "span":
+            model = self._span_model(backbone, home)
+        elif (self.dir / "adapter_config.json").is_file():
             base_dir = resolve_backbone(backbone or self.meta["backbone"], home)
             sha = weights_sha256(base_dir)
             if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:
@@ -76,19 +79,46 @@ class CRMScorer:
         self.model = model.to(self.device).eval()
         self.truncated = 0
 
-    def _forward(self, rows: list[tuple[int, ...]]):
-        """Logits for token-id rows, batched, longest first (less padding per batch)."""
+    def _span_model(self, backbone: str | None, home):
+        from usl.crm.backbone import resolve_backbone, weights_sha256
+        from usl.crm.span_head import SpanHeadModel, head_config, load_backbone
+
+        if (self.dir / "adapter_config.json").is_file():
+            from peft import PeftModel
+
+            base_dir = resolve_backbone(backbone or self.meta["backbone"], home)
+            sha = weights_sha256(base_dir)
+            if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:
+                log.warning("backbone %s differs from the one this CRM was trained on (sha %s != %s)",
+                            base_dir, sha[:12], self.meta["backbone_sha256"][:12])
+            net = PeftModel.from_pretrained(load_backbone(base_dir), str(self.dir)).merge_and_unload()
+        else:
+            net = load_backbone(self.dir)
+        hc = head_config(self.dir)
+        model = SpanHeadModel(net, self.loss, hidden=hc["hidden"], dropout=hc["dropout"])
+        model.load_head(self.dir)
+        return model
+
+    def _encode(self, kind: str, enc) -> tuple:
+        return (enc.input_ids, self.fmt.span_rows(enc, kind)) if self.meta.get("head") == "span" \
+            else (enc.input_ids, None)
+
+    def _forward(self, rows: list[tuple]):
+        """Logits for (token ids, spans or None) rows, batched, longest first (less padding)."""
         import torch
 
         from usl.crm.dataset import _pad
 
-        order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))
         out: list = [None] * len(rows)
         with torch.inference_mode():
             for k in range(0, len(order), self.batch_size):
                 idx = order[k:k + self.batch_size]
-                ids, mask = _pad([list(rows[i]) for i in idx], self.tok.pad_token_id)
-                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+                ids, mask = _pad([list(rows[i][0]) for i in idx], self.tok.pad_token_id)
+                extra = {} if rows[idx[0]][1] is None else \
+                    {"spans": torch.tensor([rows[i][1] for i in idx], dtype=torch.long, device=self.device)}
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                    **extra).logits
                 for j, i in enumerate(idx):
                     out[i] = logits[j].float().cpu()
         return out
@@ -102,9 +132,13 @@ class CRMScorer:
         if self.loss == "pairwise":
             encs = [self.fmt.pairwise(c, q, a, b) for c, q, a, b in items]
             self.truncated += sum(e.truncated for e in encs)
-            logits = self._forward([e.input_ids for e in encs])
+            logits = self._forward([self._encode("pairwise", e) for e in encs])
+            if self.meta.get("order_average"):
+                swapped = self._forward([self._encode("pairwise", self.fmt.pairwise(c, q, b, a))
+                                         for c, q, a, b in items])
+                logits = [(x + y.flip(-1)) / 2 for x, y in zip(logits, swapped)]
             return [float(torch.softmax(x, -1)[0]) for x in logits]
         encs = [self.fmt.pointwise(c, q, r) for c, q, a, b in items for r in (a, b)]
         self.truncated += sum(e.truncated for e in encs)
-        r = self._forward([e.input_ids for e in encs])
+        r = self._forward([self._encode("pointwise", e) for e in encs])
         return [float(torch.sigmoid(r[2 * i][0] - r[2 * i + 1][0])) for i in range(len(items))]

@@ -42,6 +42,16 @@ def pairwise_loss(logits, targets):
     return -(targets * F.log_softmax(logits.float(), dim=-1)).sum(-1).mean()
 
 
+def order_averaged(logits):
+    """``[2B, 2]`` logits (rows B.. show the pair swapped) -> ``[B, 2]`` for the A-first order.
+
+    Swapping the pair swaps the classes, so the swapped row's logits are flipped before averaging;
+    the result is antisymmetric: the same pair shown the other way round gets the mirrored logits.
+    """
+    b = logits.shape[0] // 2
+    return (logits[:b] + logits[b:].flip(-1)) / 2
+
+
 def pointwise_loss(r_chosen, r_rejected, targets):
     import torch.nn.functional as F
 
@@ -77,8 +87,11 @@ def _make_trainer_class():
             targets = inputs["labels"]
             if model.training:
                 self.tokens_seen += int(inputs["attention_mask"].sum())
-            logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
+            extra = {"spans": inputs["spans"]} if "spans" in inputs else {}
+            logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], **extra).logits
             if self.loss_kind == "pairwise":
+                if logits.shape[0] == 2 * targets.shape[0]:       # both orders: average them
+                    logits = order_averaged(logits)
                 loss = pairwise_loss(logits, targets)
                 out = logits.float()
             else:
@@ -183,6 +196,8 @@ def build_model(cfg: TrainConfig, model_dir: Path, tokenizer):
         dtype = "bfloat16" if cfg.finetune == "lora" and _precision(cfg) == "bf16" else "float32"
     if cfg.finetune == "full" and dtype != "float32":
         raise ValueError("full fine-tuning keeps fp32 master weights: use base_dtype float32 or auto")
+    if cfg.head == "span":
+        return _build_span_model(cfg, model_dir, getattr(torch, dtype))
     model = load_classifier(model_dir, 2 if cfg.loss == "pairwise" else 1, tokenizer, dtype=getattr(torch, dtype))
     if cfg.head_init == "zero":
         with torch.no_grad():
@@ -207,6 +222,29 @@ def build_model(cfg: TrainConfig, model_dir: Path, tokenizer):
     n_all = sum(p.numel() for p in model.parameters())
     log.info("LoRA r=%d on %s + heads %s: %d / %d parameters trainable", cfg.lora_r, targets, heads,
              n_train, n_all)
+    return model
+
+
+def _build_span_model(cfg: TrainConfig, model_dir: Path, dtype):
+    import torch
+
+    from usl.crm.span_head import SpanHeadModel, load_backbone
+
+    backbone = load_backbone(model_dir, dtype=dtype)
+    if cfg.finetune == "lora":
+        from peft import LoraConfig, TaskType, get_peft_model
+
+        targets = cfg.lora_target_modules or lora_targets(backbone, [])
+        backbone = get_peft_model(backbone, LoraConfig(task_type=TaskType.FEATURE_EXTRACTION, r=cfg.lora_r,
+                                                       lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                                                       target_modules=list(targets)))
+    model = SpanHeadModel(backbone, cfg.loss)
+    for p in model.parameters():          # adapters and head train in fp32 even over a bf16 base
+        if p.requires_grad and p.dtype != torch.float32:
+            p.data = p.data.float()
+    n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    log.info("span head over %s (%s): %d / %d parameters trainable", model_dir, cfg.finetune, n_train,
+             sum(p.numel() for p in model.parameters()))
     return model
 
 
@@ -300,7 +338,8 @@ def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
     fmt = PromptFormatter(tok, max_length=cfg.max_length, query_max_tokens=cfg.query_max_tokens,
                           min_response_tokens=cfg.min_response_tokens, keep=cfg.truncation_keep,
                           use_chat_template=cfg.use_chat_template)
-    common = dict(loss=cfg.loss, tie_policy=cfg.tie_policy, seed=cfg.seed, swap_positions=cfg.swap_positions)
+    common = dict(loss=cfg.loss, tie_policy=cfg.tie_policy, seed=cfg.seed, swap_positions=cfg.swap_positions,
+                  both_orders=cfg.pairwise_order == "both", with_spans=cfg.head == "span")
     train_ds = CRMDataset(_load_split(cfg.train_file, cfg.max_train_samples, cfg.seed), fmt, train=True,
                           direction=cfg.data_direction, noise=cfg.data_noise, **common)
     dev_ds = CRMDataset(_load_split(cfg.dev_file, cfg.max_dev_samples, cfg.seed), fmt, train=False, **common) \
@@ -379,6 +418,7 @@ def save_final(model, tokenizer, final: Path, cfg: TrainConfig, backbone_sha: st
     tokenizer.save_pretrained(str(final))
     meta = {"format": CRM_FORMAT, "loss": cfg.loss, "finetune": cfg.finetune,
             "num_labels": 2 if cfg.loss == "pairwise" else 1, "label_0": "response A is better",
+            "order_average": cfg.loss == "pairwise" and cfg.pairwise_order == "both", "head": cfg.head,
             "backbone": cfg.backbone, "backbone_sha256": backbone_sha,
             "formatter": {"max_length": cfg.max_length, "query_max_tokens": cfg.query_max_tokens,
                           "min_response_tokens": cfg.min_response_tokens, "keep": cfg.truncation_keep,
