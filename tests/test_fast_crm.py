@@ -52,7 +52,23 @@ def test_lexicon_signs_follow_negation_scope(text, axis, sign):
 
 def test_split_sign():
     assert split_sign("Avoid: jargon") == ("jargon", -1.0)
-    assert split_sign("avoid jargon") == ("avoid jargon", 1.0)  # a like that says "avoid" in words
+    # a criterion that only negates is read as a dislike of the rest
+    assert split_sign("avoid jargon") == ("jargon", -1.0)
+    assert split_sign("No walls of text.") == ("walls of text", -1.0)
+    assert split_sign("I can't stand long-winded replies.") == ("long-winded replies", -1.0)
+    assert split_sign("Please don't over-explain.") == ("over-explain", -1.0)
+    # double negations and nested negations stay likes, for the keyword scope to read
+    for like in ("Don't hold back on detail.", "Don't leave out any details.", "Not too long please",
+                 "No need to be brief", "Don't skimp on the details.", "I prefer short answers"):
+        assert split_sign(like) == (like, 1.0)
+
+
+@pytest.mark.parametrize("text,axis,sign", [
+    ("Don't skimp on the details.", "long", 1), ("I never mind a long answer.", "long", 1),
+    ("Cut to the chase.", "short", 1), ("I hate rambling", "long", -1), ("Spell everything out.", "long", 1),
+])
+def test_lexicon_idioms(text, axis, sign):
+    assert np.sign(lexicon_features(text)[LEXICON_AXES.index(axis)]) == sign
 
 
 def test_pair_logits_antisymmetric_and_sum_of_criteria():

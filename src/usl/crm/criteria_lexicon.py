@@ -17,10 +17,15 @@ import numpy as np
 _AXES: dict[str, tuple[str, ...]] = {
     "short": ("concise", "brief", "short", "succinct", "terse", "to the point", "compact", "lean",
               "few words", "quick", "summar", "crisp", "tl;dr", "minimal", "straight to", "no fluff",
-              "less is more", "not long", "one sentence", "a sentence or two", "skip the background"),
+              "less is more", "not long", "one sentence", "a sentence or two", "skip the background",
+              "sentence or two", "two sentences", "few sentences", "single sentence", "one line", "one-liner",
+              "a line or two", "few lines", "bite-sized", "snappy", "punchy", "essentials", "bare bones",
+              "nutshell", "quick answer", "shorter", "economical", "digestible", "only what"),
     "long": ("detail", "thorough", "in depth", "in-depth", "comprehensive", "long", "elaborat", "extensive",
              "exhaustive", "complete", "expand", "full picture", "everything", "deep", "depth", "explain fully",
-             "cover all", "leave nothing out", "more context", "background"),
+             "cover all", "leave nothing out", "more context", "background", "lengthy", "verbose", "wordy",
+             "rambl", "long-winded", "wall of text", "walls of text", "fluff", "filler", "pad", "waffl",
+             "tangent", "essays", "longer", "nuance"),
     "academic": ("academ", "scholar", "research", "scientific", "theory", "theoret", "rigor", "evidence",
                  "citation", "cite", "formal", "technical", "precise", "journal", "university", "professor"),
     "business": ("business", "professional", "corporate", "practical", "actionable", "industry", "market",
@@ -51,17 +56,66 @@ _NEGATORS = {"no", "not", "don't", "dont", "never", "without", "avoid", "skip", 
              "dislikes", "annoyed", "annoying", "annoys", "too", "overly", "excessive", "excessively",
              "unnecessary", "needless", "nothing", "instead", "cut", "drop", "nor", "isn't", "aren't", "doesn't",
              "won't", "can't", "neither", "minus", "spare", "tired", "sick", "against", "zero", "hates"}
+# Idioms read before the negation scope: double negations that mean "more" ("don't hold back on
+# detail", "I don't mind long answers") and set phrases of the length axis ("cut to the chase").
+_NEG = r"(?:don'?t|do not|never|wouldn'?t|won'?t|doesn'?t|does not)"
+_IDIOMS = (
+    (re.compile(rf"\b{_NEG} (?:hold (?:anything |it )?back|skimp|cut corners|shy away from)\b|\bhold nothing back\b|"
+                r"\bspare no\b|\bleave nothing out\b|\bnothing left out\b|\bno detail is too small\b|"
+                r"\bcan'?t get enough\b|\bspell (?:it|everything|things) out\b|\bleave no stone unturned\b|"
+                r"\bthe whole story\b"), " in depth "),
+    (re.compile(rf"\b{_NEG} (?:leave out|leave anything out|omit|miss out)\b|\bwithout omitting\b"), " include "),
+    (re.compile(rf"\b{_NEG} mind\b|\b(?:fine|ok|okay|happy) with\b"), " like "),
+    (re.compile(r"\bcut to the chase\b|\bget to the point\b|\bbottom line\b|\bin a nutshell\b|"
+                r"\bshort and sweet\b|\bat a glance\b|\bkeep it tight\b|\btight\b"), " to the point "),
+    # "over-explained", "going on and on": the too-long part is in the word itself, so it reads as
+    # "long" and the sentence's own negation ("don't", "I hate") decides the sign
+    (re.compile(r"\bover-?explain\w*|\bover-?long\b|\bover-?elaborat\w*|\bgo(?:es|ing)? on and on\b"),
+     " long "),
+)
 _CLAUSE = re.compile(r"[.;:!?]|\bbut\b|\bhowever\b|\binstead\b|\brather\b")
 _TOKEN = re.compile(r"[a-z][a-z'\-]*")
 _SCOPE = 5  # a negator reaches this many words ahead, within its clause
 
 LEXICON_AXES = tuple(_AXES) + ("negation",)
 
+# A criterion that only says what the user does not want ("No walls of text", "I can't stand
+# long-winded replies") is read as "Avoid: <the rest>", the form the model is trained to sign.
+_LEADING_NEGATION = re.compile(
+    r"^(?:please,?\s+)?(?:no|avoid|avoiding|don'?t|do not|never|stop|skip|spare me|without|"
+    r"i (?:don'?t|do not) (?:want|like|need|care for)|i (?:hate|dislike|can'?t stand|cannot stand)|"
+    r"i'?d rather not have)\s+(?P<rest>.+)$", re.I)
+
+
+def leading_negation(text: str) -> str | None:
+    """The disliked part of a criterion that opens with a negation, else None. Conservative:
+    nothing is returned when the rest holds another negation or a double-negation idiom
+    ("Don't hold back", "Don't leave out any details", "No need to be brief"), which the
+    keyword scope reads instead."""
+    m = _LEADING_NEGATION.match(text.strip().replace("\u2019", "'"))
+    if not m:
+        return None
+    low = text.lower().replace("\u2019", "'")
+    if any(p.search(low) for p, repl in _IDIOMS if repl.strip() in ("in depth", "like", "include")):
+        return None
+    rest = m.group("rest").strip().rstrip(".!")
+    toks = _TOKEN.findall(_rewrite_idioms(rest.lower()))
+    if not toks or toks[0] in ("need", "problem", "worries", "matter") or \
+            any(t in _NEGATORS or t.endswith("n't") for t in toks):
+        return None
+    return rest
+
+
+def _rewrite_idioms(low: str) -> str:
+    for pattern, repl in _IDIOMS:
+        low = pattern.sub(repl, low)
+    return low
+
 
 def lexicon_features(text: str) -> list[float]:
     """Per axis, signed: hits outside a negation's scope minus hits inside it (each capped at 2,
     scaled to -1..1), so "overly long answers" lands where "Avoid: long answers" does."""
-    low = text.lower()
+    low = _rewrite_idioms(text.lower().replace("\u2019", "'"))
     pos = dict.fromkeys(_AXES, 0)
     neg = dict.fromkeys(_AXES, 0)
     any_neg = False

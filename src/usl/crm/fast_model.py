@@ -31,11 +31,15 @@ AVOID_PREFIX = "avoid:"
 
 
 def split_sign(criterion: str) -> tuple[str, float]:
-    """ "Avoid: jargon" -> ("jargon", -1.0); anything else is a like with sign +1."""
+    """ "Avoid: jargon" -> ("jargon", -1.0); a criterion that only negates ("No walls of text",
+    "I can't stand long-winded replies") -> (the rest, -1.0); anything else is a like, sign +1."""
+    from usl.crm.criteria_lexicon import leading_negation
+
     text = criterion.strip()
     if text.lower().startswith(AVOID_PREFIX):
         return text[len(AVOID_PREFIX):].strip(), -1.0
-    return text, 1.0
+    rest = leading_negation(text)
+    return (rest, -1.0) if rest else (text, 1.0)
 
 
 @dataclass
@@ -64,6 +68,12 @@ class FastCRM(nn.Module):
         self.alpha = nn.Parameter(torch.tensor(2.0))
         self.quality = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F + 1, H), nn.GELU(), nn.Linear(H, 1))
         self.beta = nn.Parameter(torch.tensor(1.0))
+        # a monotone length prior: a criterion whose keywords say "long" (minus "short", both signed
+        # by negation scope) favours the longer answer, with a learned weight kept >= 0
+        self.gamma = nn.Parameter(torch.tensor(0.0))
+        self._lex_long = cfg.lexicon.index("long") if "long" in cfg.lexicon else -1
+        self._lex_short = cfg.lexicon.index("short") if "short" in cfg.lexicon else -1
+        self._f_len = cfg.features.index("log_words")
 
     # -- answers -----------------------------------------------------------------------------------
     def answer_repr(self, r: torch.Tensor, feats: torch.Tensor, cos_q: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -81,11 +91,15 @@ class FastCRM(nn.Module):
         if self.training and self.cfg.crit_noise > 0:
             e = nn.functional.normalize(e + self.cfg.crit_noise * torch.randn_like(e), dim=-1)
             x = torch.cat([e, x[:, self.cfg.dim:]], -1)
-        return {"e": e, "u": self.crit_sem(x), "g": self.crit_feat(x)}
+        lex = x[:, self.cfg.dim:]
+        length = (lex[:, self._lex_long] - lex[:, self._lex_short]) if self._lex_long >= 0 \
+            else torch.zeros(x.shape[0], dtype=x.dtype)
+        return {"e": e, "u": self.crit_sem(x), "g": self.crit_feat(x), "len": length}
 
     def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
-        return C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T)
+        prior = nn.functional.softplus(self.gamma) * C["len"][:, None] * A["f"][None, :, self._f_len]
+        return C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior
 
     # -- pairs (training and judging) --------------------------------------------------------------
     def pair_logits(self, C: dict, A: dict, a_idx: torch.Tensor, b_idx: torch.Tensor,
@@ -101,7 +115,8 @@ class FastCRM(nn.Module):
         dz = A["z"][pa] - A["z"][pb]
         df = A["f"][pa] - A["f"][pb]
         dr = A["r"][pa] - A["r"][pb]
-        per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1))
+        prior = nn.functional.softplus(self.gamma) * C["len"][crit_idx] * df[:, self._f_len]
+        per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1) + prior)
         total = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, per)
         count = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, torch.ones_like(per))
         return total / count.clamp(min=1) + self.beta * (A["quality"][a_idx] - A["quality"][b_idx])
