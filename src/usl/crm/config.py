@@ -89,7 +89,8 @@ class TrainConfig:
                                                   "zero-initialised head still gets a gradient. 'random': one "
                                                   "order per sample (the reference code's single pass).")
     swap_positions: bool = _f(True, "Pairwise: put the responses in random order (p=0.5 per sample and "
-                              "epoch) so that position carries no signal. Dev pairs are scored in both orders.")
+                              "epoch) so that position carries no signal. Dev pairs are scored in both orders (with "
+                              "pairwise_order both, once: the model averages the orders itself).")
     max_length: int = _f(1024, "Token budget of one model input; longer inputs have their answers truncated "
                          "(never dropped).")
     query_max_tokens: int = _f(256, "When an input is over budget, the query keeps at most this many tokens.")
