@@ -149,3 +149,15 @@ def test_shipped_default_judge_follows_length_criteria_and_is_swap_consistent(ho
     assert v[0].p_a > 0.5 and v[2].p_a < 0.5 and v[3].p_a > 0.5
     assert v[0].p_a == pytest.approx(1 - v[1].p_a, abs=1e-6)
     assert judge.identity.startswith("default@fast-")
+
+
+def test_a_model_from_an_older_version_fails_with_a_clear_error(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    model = FastCRM(FastCRMConfig(hidden=8))
+    model.save(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    del state["gamma"]
+    save_file(state, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match="older usl.*gamma.*retrain"):
+        FastCRM.load(tmp_path)

@@ -146,7 +146,12 @@ class FastCRM(nn.Module):
         if raw["lexicon"] != LEXICON_AXES:
             raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
         model = cls(FastCRMConfig(**raw), vocab_size=vocab)
-        model.load_state_dict(load_file(p / "model.safetensors"))
+        state = load_file(p / "model.safetensors")
+        missing = sorted(set(model.state_dict()) - set(state))
+        if missing:
+            raise ValueError(f"{p}: model was trained by an older usl (no {', '.join(missing)}); retrain it "
+                             "with `usl train-fast`")
+        model.load_state_dict(state)
         return model.eval()
 
 
