@@ -57,6 +57,10 @@ def test_split_sign():
     assert split_sign("No walls of text.") == ("walls of text", -1.0)
     assert split_sign("I can't stand long-winded replies.") == ("long-winded replies", -1.0)
     assert split_sign("Please don't over-explain.") == ("over-explain", -1.0)
+    # dislike openers, and intensifiers dropped from what is disliked
+    assert split_sign("I get annoyed by overly long responses.") == ("long responses", -1.0)
+    assert split_sign("Avoid: overly long answers") == ("long answers", -1.0)
+    assert split_sign("I'm tired of walls of text") == ("walls of text", -1.0)
     # double negations and nested negations stay likes, for the keyword scope to read
     for like in ("Don't hold back on detail.", "Don't leave out any details.", "Not too long please",
                  "No need to be brief", "Don't skimp on the details.", "I prefer short answers"):

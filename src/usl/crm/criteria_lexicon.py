@@ -84,7 +84,17 @@ LEXICON_AXES = tuple(_AXES) + ("negation",)
 _LEADING_NEGATION = re.compile(
     r"^(?:please,?\s+)?(?:no|avoid|avoiding|don'?t|do not|never|stop|skip|spare me|without|"
     r"i (?:don'?t|do not) (?:want|like|need|care for)|i (?:hate|dislike|can'?t stand|cannot stand)|"
-    r"i'?d rather not have)\s+(?P<rest>.+)$", re.I)
+    r"i'?d rather not have|(?:i\s+)?(?:get|am|'m|feel)?\s*(?:annoyed|irritated|frustrated|bored) (?:by|with)|"
+    r"(?:i'?m |i am )?(?:tired|sick) of|(?:i'?m |i am )?not a fan of)\s+(?P<rest>.+)$", re.I)
+# Words that say "more than wanted" inside a dislike: "Avoid: overly long answers" dislikes long
+# answers, so they are dropped from the disliked part rather than read as a second negation.
+_INTENSIFIERS = re.compile(r"\b(?:overly|too|excessively|excessive|unnecessarily|unnecessary|needlessly|"
+                           r"needless|over-the-top)\s+", re.I)
+
+
+def strip_intensifiers(disliked: str) -> str:
+    out = _INTENSIFIERS.sub("", disliked).strip()
+    return out or disliked
 
 
 def leading_negation(text: str) -> str | None:
@@ -98,7 +108,7 @@ def leading_negation(text: str) -> str | None:
     low = text.lower().replace("\u2019", "'")
     if any(p.search(low) for p, repl in _IDIOMS if repl.strip() in ("in depth", "like", "include")):
         return None
-    rest = m.group("rest").strip().rstrip(".!")
+    rest = strip_intensifiers(m.group("rest").strip().rstrip(".!"))
     toks = _TOKEN.findall(_rewrite_idioms(rest.lower()))
     if not toks or toks[0] in ("need", "problem", "worries", "matter") or \
             any(t in _NEGATORS or t.endswith("n't") for t in toks):

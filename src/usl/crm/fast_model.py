@@ -33,11 +33,11 @@ AVOID_PREFIX = "avoid:"
 def split_sign(criterion: str) -> tuple[str, float]:
     """ "Avoid: jargon" -> ("jargon", -1.0); a criterion that only negates ("No walls of text",
     "I can't stand long-winded replies") -> (the rest, -1.0); anything else is a like, sign +1."""
-    from usl.crm.criteria_lexicon import leading_negation
+    from usl.crm.criteria_lexicon import leading_negation, strip_intensifiers
 
     text = criterion.strip()
     if text.lower().startswith(AVOID_PREFIX):
-        return text[len(AVOID_PREFIX):].strip(), -1.0
+        return strip_intensifiers(text[len(AVOID_PREFIX):].strip()), -1.0
     rest = leading_negation(text)
     return (rest, -1.0) if rest else (text, 1.0)
 
