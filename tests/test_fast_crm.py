@@ -63,7 +63,8 @@ def test_split_sign():
     assert split_sign("I'm tired of walls of text") == ("walls of text", -1.0)
     # double negations and nested negations stay likes, for the keyword scope to read
     for like in ("Don't hold back on detail.", "Don't leave out any details.", "Not too long please",
-                 "No need to be brief", "Don't skimp on the details.", "I prefer short answers"):
+                 "No need to be brief", "Don't skimp on the details.", "I prefer short answers",
+                 "No more than three bullet points", "Never mind the length; be accurate"):
         assert split_sign(like) == (like, 1.0)
 
 

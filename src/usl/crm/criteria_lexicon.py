@@ -111,6 +111,7 @@ def leading_negation(text: str) -> str | None:
     rest = strip_intensifiers(m.group("rest").strip().rstrip(".!"))
     toks = _TOKEN.findall(_rewrite_idioms(rest.lower()))
     if not toks or toks[0] in ("need", "problem", "worries", "matter") or \
+            re.match(r"(?:more|less|fewer|longer|shorter) than\b|over \d|under \d", rest.lower()) or \
             any(t in _NEGATORS or t.endswith("n't") for t in toks):
         return None
     return rest
