@@ -86,6 +86,14 @@ def test_run_dir_truncation_and_judge(env):
     assert len(j.version) == 16 and j.cacheable
     with pytest.raises(FileNotFoundError, match="no crm.json"):
         load_judge(f"crm:{env}")
+    # an incomplete copy of a span-head model names what is missing
+    import shutil
+
+    broken = env / "broken_copy"
+    shutil.copytree(final, broken)
+    (broken / "span_head.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="span_head"):
+        load_judge(f"crm:{broken}", home=str(env / "home"), device="cpu").judge(reqs)
 
 
 def test_resume_continues_where_it_stopped(env):

@@ -59,13 +59,15 @@ _NEGATORS = {"no", "not", "don't", "dont", "never", "without", "avoid", "skip", 
 # Idioms read before the negation scope: double negations that mean "more" ("don't hold back on
 # detail", "I don't mind long answers") and set phrases of the length axis ("cut to the chase").
 _NEG = r"(?:don'?t|do not|never|wouldn'?t|won'?t|doesn'?t|does not)"
-_IDIOMS = (
+_DOUBLE_NEGATIONS = (
     (re.compile(rf"\b{_NEG} (?:hold (?:anything |it )?back|skimp|cut corners|shy away from)\b|\bhold nothing back\b|"
                 r"\bspare no\b|\bleave nothing out\b|\bnothing left out\b|\bno detail is too small\b|"
                 r"\bcan'?t get enough\b|\bspell (?:it|everything|things) out\b|\bleave no stone unturned\b|"
                 r"\bthe whole story\b"), " in depth "),
     (re.compile(rf"\b{_NEG} (?:leave out|leave anything out|omit|miss out)\b|\bwithout omitting\b"), " include "),
     (re.compile(rf"\b{_NEG} mind\b|\b(?:fine|ok|okay|happy) with\b"), " like "),
+)
+_PHRASES = (
     (re.compile(r"\bcut to the chase\b|\bget to the point\b|\bbottom line\b|\bin a nutshell\b|"
                 r"\bshort and sweet\b|\bat a glance\b|\bkeep it tight\b|\btight\b"), " to the point "),
     # "over-explained", "going on and on": the too-long part is in the word itself, so it reads as
@@ -73,6 +75,7 @@ _IDIOMS = (
     (re.compile(r"\bover-?explain\w*|\bover-?long\b|\bover-?elaborat\w*|\bgo(?:es|ing)? on and on\b"),
      " long "),
 )
+_IDIOMS = _DOUBLE_NEGATIONS + _PHRASES
 _CLAUSE = re.compile(r"[.;:!?]|\bbut\b|\bhowever\b|\binstead\b|\brather\b")
 _TOKEN = re.compile(r"[a-z][a-z'\-]*")
 _SCOPE = 5  # a negator reaches this many words ahead, within its clause
@@ -88,6 +91,7 @@ _LEADING_NEGATION = re.compile(
     r"(?:i'?m |i am )?(?:tired|sick) of|(?:i'?m |i am )?not a fan of)\s+(?P<rest>.+)$", re.I)
 # Words that say "more than wanted" inside a dislike: "Avoid: overly long answers" dislikes long
 # answers, so they are dropped from the disliked part rather than read as a second negation.
+_QUANTITY_LIMIT = re.compile(r"(?:more|less|fewer|longer|shorter) than\b|over \d|under \d")  # "No more than 3"
 _INTENSIFIERS = re.compile(r"\b(?:overly|too|excessively|excessive|unnecessarily|unnecessary|needlessly|"
                            r"needless|over-the-top)\s+", re.I)
 
@@ -102,16 +106,13 @@ def leading_negation(text: str) -> str | None:
     nothing is returned when the rest holds another negation or a double-negation idiom
     ("Don't hold back", "Don't leave out any details", "No need to be brief"), which the
     keyword scope reads instead."""
-    m = _LEADING_NEGATION.match(text.strip().replace("\u2019", "'"))
-    if not m:
-        return None
-    low = text.lower().replace("\u2019", "'")
-    if any(p.search(low) for p, repl in _IDIOMS if repl.strip() in ("in depth", "like", "include")):
+    text = text.strip().replace("\u2019", "'")
+    m = _LEADING_NEGATION.match(text)
+    if not m or any(p.search(text.lower()) for p, _ in _DOUBLE_NEGATIONS):
         return None
     rest = strip_intensifiers(m.group("rest").strip().rstrip(".!"))
     toks = _TOKEN.findall(_rewrite_idioms(rest.lower()))
-    if not toks or toks[0] in ("need", "problem", "worries", "matter") or \
-            re.match(r"(?:more|less|fewer|longer|shorter) than\b|over \d|under \d", rest.lower()) or \
+    if not toks or toks[0] in ("need", "problem", "worries", "matter") or _QUANTITY_LIMIT.match(rest.lower()) or \
             any(t in _NEGATORS or t.endswith("n't") for t in toks):
         return None
     return rest

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from usl.crm.criteria_lexicon import LEXICON_AXES
+from usl.crm.criteria_lexicon import LEXICON_AXES, leading_negation, strip_intensifiers
 from usl.crm.features import FEATURES
 
 AVOID_PREFIX = "avoid:"
@@ -33,8 +33,6 @@ AVOID_PREFIX = "avoid:"
 def split_sign(criterion: str) -> tuple[str, float]:
     """ "Avoid: jargon" -> ("jargon", -1.0); a criterion that only negates ("No walls of text",
     "I can't stand long-winded replies") -> (the rest, -1.0); anything else is a like, sign +1."""
-    from usl.crm.criteria_lexicon import leading_negation, strip_intensifiers
-
     text = criterion.strip()
     if text.lower().startswith(AVOID_PREFIX):
         return strip_intensifiers(text[len(AVOID_PREFIX):].strip()), -1.0

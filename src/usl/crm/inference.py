@@ -44,7 +44,7 @@ class CRMScorer:
                  batch_size: int | None = None, backbone: str | None = None):
         import torch
 
-        from usl.crm.backbone import ensure_pad_token, load_classifier, resolve_backbone, weights_sha256
+        from usl.crm.backbone import ensure_pad_token, load_classifier
         from usl.crm.formatting import PromptFormatter
 
         self.dir = model_dir_of(path)
@@ -63,41 +63,32 @@ class CRMScorer:
                                    min_response_tokens=f["min_response_tokens"], keep=f["keep"],
                                    use_chat_template=f["use_chat_template"])
         if self.meta.get("head") == "span":
-            model = self._span_model(backbone, home)
-        elif (self.dir / "adapter_config.json").is_file():
-            base_dir = resolve_backbone(backbone or self.meta["backbone"], home)
-            sha = weights_sha256(base_dir)
-            if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:
-                log.warning("backbone %s differs from the one this CRM was trained on (sha %s != %s)",
-                            base_dir, sha[:12], self.meta["backbone_sha256"][:12])
-            from peft import PeftModel
+            from usl.crm.span_head import SpanHeadModel, head_config, load_backbone
 
-            base = load_classifier(base_dir, self.meta["num_labels"], self.tok)
-            model = PeftModel.from_pretrained(base, str(self.dir)).merge_and_unload()
+            hc = head_config(self.dir)
+            model = SpanHeadModel(self._weights(load_backbone, backbone, home), self.loss, hidden=hc["hidden"],
+                                  dropout=hc["dropout"])
+            model.load_head(self.dir)
         else:
-            model = load_classifier(self.dir, self.meta["num_labels"], self.tok)
+            model = self._weights(lambda d: load_classifier(d, self.meta["num_labels"], self.tok), backbone, home)
         self.model = model.to(self.device).eval()
         self.truncated = 0
 
-    def _span_model(self, backbone: str | None, home):
+    def _weights(self, load, backbone: str | None, home):
+        """``load(dir)`` on this CRM's directory, or, for a LoRA adapter, on its backbone with the
+        adapter merged in (warning when the backbone is not the one it was trained on)."""
+        if not (self.dir / "adapter_config.json").is_file():
+            return load(self.dir)
+        from peft import PeftModel
+
         from usl.crm.backbone import resolve_backbone, weights_sha256
-        from usl.crm.span_head import SpanHeadModel, head_config, load_backbone
 
-        if (self.dir / "adapter_config.json").is_file():
-            from peft import PeftModel
-
-            base_dir = resolve_backbone(backbone or self.meta["backbone"], home)
-            sha = weights_sha256(base_dir)
-            if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:
-                log.warning("backbone %s differs from the one this CRM was trained on (sha %s != %s)",
-                            base_dir, sha[:12], self.meta["backbone_sha256"][:12])
-            net = PeftModel.from_pretrained(load_backbone(base_dir), str(self.dir)).merge_and_unload()
-        else:
-            net = load_backbone(self.dir)
-        hc = head_config(self.dir)
-        model = SpanHeadModel(net, self.loss, hidden=hc["hidden"], dropout=hc["dropout"])
-        model.load_head(self.dir)
-        return model
+        base_dir = resolve_backbone(backbone or self.meta["backbone"], home)
+        sha = weights_sha256(base_dir)
+        if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:
+            log.warning("backbone %s differs from the one this CRM was trained on (sha %s != %s)",
+                        base_dir, sha[:12], self.meta["backbone_sha256"][:12])
+        return PeftModel.from_pretrained(load(base_dir), str(self.dir)).merge_and_unload()
 
     def _encode(self, kind: str, enc) -> tuple:
         return (enc.input_ids, self.fmt.span_rows(enc, kind)) if self.meta.get("head") == "span" \

@@ -90,4 +90,8 @@ def load_backbone(model_dir: str | Path, dtype=None) -> nn.Module:
 
 
 def head_config(model_dir: str | Path) -> dict:
-    return json.loads((Path(model_dir) / HEAD_CONFIG).read_text())
+    f = Path(model_dir) / HEAD_CONFIG
+    if not f.is_file() or not (Path(model_dir) / HEAD_FILE).is_file():
+        raise FileNotFoundError(f"{model_dir}: crm.json names the span head but {HEAD_CONFIG} or {HEAD_FILE} "
+                                "is missing (an incomplete copy of the model?)")
+    return json.loads(f.read_text())

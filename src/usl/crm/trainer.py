@@ -215,19 +215,23 @@ def build_model(cfg: TrainConfig, model_dir: Path, tokenizer):
     lcfg = LoraConfig(task_type=TaskType.SEQ_CLS, r=cfg.lora_r, lora_alpha=cfg.lora_alpha,
                       lora_dropout=cfg.lora_dropout, target_modules=list(targets), modules_to_save=list(heads))
     model = get_peft_model(model, lcfg)
-    for p in model.parameters():          # adapters and head train in fp32 even over a bf16 base
-        if p.requires_grad and p.dtype != torch.float32:
-            p.data = p.data.float()
-    n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    n_all = sum(p.numel() for p in model.parameters())
+    n_train, n_all = _trainable_in_fp32(model)
     log.info("LoRA r=%d on %s + heads %s: %d / %d parameters trainable", cfg.lora_r, targets, heads,
              n_train, n_all)
     return model
 
 
-def _build_span_model(cfg: TrainConfig, model_dir: Path, dtype):
+def _trainable_in_fp32(model) -> tuple[int, int]:
+    """Adapters and heads train in fp32 even over a bf16 base; returns (trainable, all) counts."""
     import torch
 
+    for p in model.parameters():
+        if p.requires_grad and p.dtype != torch.float32:
+            p.data = p.data.float()
+    return sum(p.numel() for p in model.parameters() if p.requires_grad), sum(p.numel() for p in model.parameters())
+
+
+def _build_span_model(cfg: TrainConfig, model_dir: Path, dtype):
     from usl.crm.span_head import SpanHeadModel, load_backbone
 
     backbone = load_backbone(model_dir, dtype=dtype)
@@ -239,12 +243,8 @@ def _build_span_model(cfg: TrainConfig, model_dir: Path, dtype):
                                                        lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                                                        target_modules=list(targets)))
     model = SpanHeadModel(backbone, cfg.loss)
-    for p in model.parameters():          # adapters and head train in fp32 even over a bf16 base
-        if p.requires_grad and p.dtype != torch.float32:
-            p.data = p.data.float()
-    n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    log.info("span head over %s (%s): %d / %d parameters trainable", model_dir, cfg.finetune, n_train,
-             sum(p.numel() for p in model.parameters()))
+    n_train, n_all = _trainable_in_fp32(model)
+    log.info("span head over %s (%s): %d / %d parameters trainable", model_dir, cfg.finetune, n_train, n_all)
     return model
 
 
