@@ -8,7 +8,8 @@
 #
 # e.g. RUNS="pw:pairwise:random:random:finetune=full,learning_rate=5e-5 pt:pointwise:none:original:finetune=full"
 # Results: one line per run (accuracy, swap consistency, flip rate, per file); logs, eval JSON and
-# metrics in $OUT/res.tar.gz; KEEP runs' final/ copied to /root/keep (and split into $OUT unless NOTAR).
+# metrics in $OUT/res.tar.gz; KEEP runs' final/ copied to /root/keep (and split into $OUT unless NOTAR);
+# KEEP=best keeps the run with the highest eval accuracy.
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false USL_HOME=/tmp/usl_home
 G=artifacts/gpu_m; MIN=${MIN:-6}; R=/tmp/res; mkdir -p $R
@@ -32,5 +33,9 @@ for f in $R/*.eval.json; do python3 -c "import json,sys; d=json.load(open(sys.ar
 for f in $R/*.train.log; do echo "== $f"; grep -E "eval_loss|done in|Error" $f | tail -n 4; done
 for r in /tmp/runs/*; do cp $r/metrics.jsonl $R/$(basename $r).metrics.jsonl; cp $r/truncation.json $R/$(basename $r).truncation.json 2>/dev/null; done
 tar -czf $OUT/res.tar.gz -C $R .
+if [ "${KEEP:-}" = best ]; then
+  KEEP=$(python3 -c "import json,glob; r={f.split('/')[-1][:-10]: json.load(open(f))['accuracy'] for f in glob.glob('$R/*.eval.json')}; print(max(r, key=r.get) if r else '')")
+  echo "best run: $KEEP"
+fi
 mkdir -p /root/keep; cp $R/*.eval.json /root/keep/ 2>/dev/null; for k in ${KEEP:-}; do cp -r /tmp/runs/$k/final /root/keep/$k; [ -n "${NOTAR:-}" ] || tar -C /tmp/runs/$k -cf - final | split -b 15000000 - $OUT/$k.tar.part-; done
 ls -la $OUT

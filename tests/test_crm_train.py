@@ -167,3 +167,44 @@ def test_order_averaged_logits_are_antisymmetric_and_unstick_a_zero_head():
     pairwise_loss(order_averaged(torch.cat([h_ab, h_ba]) @ w.T), y).backward()
     expected = -0.25 * (h_ab - h_ba).mean(0)         # dL/dz = (p - y) = -/+0.5, z = (w h_ab + flip(w h_ba)) / 2
     assert torch.allclose(w.grad[0], expected, atol=1e-6) and torch.allclose(w.grad[1], -expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("head", ["span", "token"])
+def test_head_lr_puts_the_head_in_its_own_param_group(env, head):
+    b = build_trainer(cfg(env, f"headlr-{head}", loss="pairwise", finetune="full", head=head, learning_rate=1e-5,
+                          head_lr=1e-3), home=str(env / "home"))
+    opt = b.trainer.create_optimizer()
+    by_lr: dict[float, set] = {}
+    ids = {id(p): n for n, p in b.trainer.model.named_parameters()}
+    for g in opt.param_groups:
+        by_lr.setdefault(g["lr"], set()).update(ids[id(p)] for p in g["params"])
+    assert set(by_lr) == {1e-5, 1e-3}
+    head_name = "score." if head == "token" else "head."
+    assert by_lr[1e-3] and all(n.startswith(head_name) for n in by_lr[1e-3])
+    assert not any(n.startswith(head_name) for n in by_lr[1e-5])
+
+
+def test_span_head_reads_untruncated_answer_lengths():
+    """Two answers cut to the same tokens but of different original length get different scores,
+    and the length term enters as a product with the criteria vector (zero criteria: no effect)."""
+    import torch
+    from types import SimpleNamespace
+
+    from usl.crm.span_head import SpanHeadModel
+
+    class Backbone(torch.nn.Module):
+        config = SimpleNamespace(hidden_size=4)
+
+        def forward(self, input_ids, attention_mask):
+            return SimpleNamespace(last_hidden_state=torch.ones(input_ids.shape[0], input_ids.shape[1], 4))
+
+    torch.manual_seed(0)
+    m = SpanHeadModel(Backbone(), "pairwise", hidden=8, dropout=0.0).eval()
+    ids = torch.zeros(2, 12, dtype=torch.long)
+    spans = torch.tensor([[[0, 2, 2], [2, 4, 2], [4, 8, 4], [8, 12, 4]],
+                          [[0, 2, 2], [2, 4, 2], [4, 8, 400], [8, 12, 4]]])   # A was 400 tokens before the cut
+    s = m(ids, torch.ones_like(ids), spans).logits
+    assert not torch.allclose(s[0], s[1])
+    assert torch.allclose(m(ids, torch.ones_like(ids), spans[:, :, :2]).logits[0], s[0])   # 2 columns: no cut
+    old = SpanHeadModel(Backbone(), "pairwise", hidden=8, length_features=False)
+    assert old.head[1].in_features == 12 and m.head[1].in_features == 16

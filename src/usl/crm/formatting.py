@@ -69,7 +69,7 @@ class Encoded:
     input_ids: tuple[int, ...]
     cuts: tuple[Cut, ...] = ()
     original_length: int = 0   # tokens the input would have had without truncation
-    spans: tuple[tuple[str, int, int], ...] = ()   # (slot, start, end) token ranges of each filled slot
+    spans: tuple[tuple[str, int, int, int], ...] = ()   # (slot, start, end, tokens before any cut) per slot
 
     @property
     def truncated(self) -> bool:
@@ -191,6 +191,7 @@ class PromptFormatter:
         parts = self._templates[kind]
         fixed = len(self._prefix) + len(self._suffix) + sum(len(p) for p in parts if isinstance(p, tuple))
         ids = {name: self._cached_ids(values[name]) for name in parts if isinstance(name, str)}
+        full = {name: len(v) for name, v in ids.items()}
         total = fixed + sum(len(v) for v in ids.values())
         budget = self._allocate(kind, fixed, {k: len(v) for k, v in ids.items()})
         cuts = []
@@ -202,7 +203,7 @@ class PromptFormatter:
         spans = []
         for p in parts:
             if isinstance(p, str):
-                spans.append((p, len(out), len(out) + len(ids[p])))
+                spans.append((p, len(out), len(out) + len(ids[p]), full[p]))
             out.extend(p if isinstance(p, tuple) else ids[p])
         out.extend(self._suffix)
         if self.pad_id is not None and out and out[-1] == self.pad_id:
@@ -212,11 +213,12 @@ class PromptFormatter:
         return Encoded(tuple(out), tuple(cuts), total, tuple(spans))
 
     def span_rows(self, enc: Encoded, kind: str) -> list[list[int]]:
-        """``[[start, end], ...]`` in ``span_head.SLOTS[kind]`` order (the span head's input)."""
+        """``[[start, end, untruncated length], ...]`` in ``span_head.SLOTS[kind]`` order (the span
+        head's input: it pools ``start:end`` and also reads how long the slot was before any cut)."""
         from usl.crm.span_head import SLOTS
 
-        where = {name: [s, e] for name, s, e in enc.spans}
-        return [where.get(name, [0, 0]) for name in SLOTS[kind]]
+        where = {name: [s, e, n] for name, s, e, n in enc.spans}
+        return [where.get(name, [0, 0, 0]) for name in SLOTS[kind]]
 
     def _allocate(self, kind: str, fixed: int, lengths: dict[str, int]) -> dict[str, int]:
         if fixed + sum(lengths.values()) <= self.max_length:

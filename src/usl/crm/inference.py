@@ -67,7 +67,7 @@ class CRMScorer:
 
             hc = head_config(self.dir)
             model = SpanHeadModel(self._weights(load_backbone, backbone, home), self.loss, hidden=hc["hidden"],
-                                  dropout=hc["dropout"])
+                                  dropout=hc["dropout"], length_features=hc.get("length_features", False))
             model.load_head(self.dir)
         else:
             model = self._weights(lambda d: load_classifier(d, self.meta["num_labels"], self.tok), backbone, home)

@@ -12,8 +12,13 @@ token attends to the criteria and to the other answer) and changes only the read
 hidden states are mean-pooled over each slot of the prompt (criteria ``c``, query ``q``, answers
 ``a`` and ``b``) and the score is an MLP over products::
 
-    pairwise:   d = a - b;   s = MLP([c * d, q * d, d]);   logits = (s / 2, -s / 2)
-    pointwise:               r = MLP([c * x, q * x, x])      (x: the one answer)
+    pairwise:   d = a - b;   s = MLP([c * d, q * d, d, c * dl]);   logits = (s / 2, -s / 2)
+    pointwise:               r = MLP([c * x, q * x, x, c * l])      (x: the one answer)
+
+``l`` is the answer's log token count before truncation (``dl`` = l_a - l_b). Mean pooling hides
+length, and truncation (long answers are cut to equal budgets) hides it again, yet it is what
+length criteria are about; the product with ``c`` makes "this criterion wants the longer answer"
+linear from the first step. Heads saved without it (``length_features: false``) still load.
 
 The products make criteria-dependent features linear from the first step, and ``a - b`` makes the
 score antisymmetric in the pooled answers. Slot spans come from ``PromptFormatter`` (exact token
@@ -36,9 +41,9 @@ HEAD_CONFIG = "span_head.json"
 
 
 def pool_spans(hidden: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
-    """hidden [N, L, d], spans [N, S, 2] (start, end) -> [N, S, d] means (zeros for empty spans)."""
+    """hidden [N, L, d], spans [N, S, 2+] (start, end, ...) -> [N, S, d] means (zeros for empty spans)."""
     pos = torch.arange(hidden.shape[1], device=hidden.device)
-    m = (pos[None, None, :] >= spans[..., :1]) & (pos[None, None, :] < spans[..., 1:])   # [N, S, L]
+    m = (pos[None, None, :] >= spans[..., 0:1]) & (pos[None, None, :] < spans[..., 1:2])   # [N, S, L]
     m = m.to(hidden.dtype)
     return (m @ hidden) / m.sum(-1, keepdim=True).clamp(min=1.0)
 
@@ -47,14 +52,17 @@ class SpanHeadModel(nn.Module):
     """``backbone`` (an ``AutoModel``, maybe LoRA-wrapped) + the span head. ``forward`` returns
     an object with ``.logits``: ``[N, 2]`` pairwise, ``[N, 1]`` pointwise."""
 
-    def __init__(self, backbone: nn.Module, loss: str, hidden: int = 256, dropout: float = 0.1):
+    def __init__(self, backbone: nn.Module, loss: str, hidden: int = 256, dropout: float = 0.1,
+                 length_features: bool = True):
         super().__init__()
         if loss not in SLOTS:
             raise ValueError(f"loss={loss!r}: expected pairwise or pointwise")
-        self.backbone, self.loss = backbone, loss
+        self.backbone, self.loss, self.length_features = backbone, loss, length_features
         d = backbone.config.hidden_size
-        self.head_config = {"loss": loss, "hidden": hidden, "dropout": dropout, "dim": d}
-        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(3 * d, hidden), nn.GELU(), nn.Linear(hidden, 1))
+        self.head_config = {"loss": loss, "hidden": hidden, "dropout": dropout, "dim": d,
+                            "length_features": length_features}
+        width = (4 if length_features else 3) * d
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, 1))
         self.config = backbone.config              # what the Trainer and peft look for
 
     def forward(self, input_ids, attention_mask, spans, **_):
@@ -62,7 +70,13 @@ class SpanHeadModel(nn.Module):
         pooled = pool_spans(out.last_hidden_state.float(), spans)          # [N, S, d]
         c, q = pooled[:, 0], pooled[:, 1]
         x = pooled[:, 2] - pooled[:, 3] if self.loss == "pairwise" else pooled[:, 2]
-        s = self.head(torch.cat([c * x, q * x, x], -1))                     # [N, 1]
+        feats = [c * x, q * x, x]
+        if self.length_features:
+            n = (spans[..., 2] if spans.shape[-1] > 2 else spans[..., 1] - spans[..., 0]).float()
+            ln = torch.log1p(n)
+            dl = ln[:, 2] - ln[:, 3] if self.loss == "pairwise" else ln[:, 2]
+            feats.append(c * dl[:, None])
+        s = self.head(torch.cat(feats, -1))                                # [N, 1]
         logits = torch.cat([s / 2, -s / 2], -1) if self.loss == "pairwise" else s
         return SimpleNamespace(logits=logits)
 

@@ -65,13 +65,30 @@ def _make_trainer_class():
     class CRMTrainer(Trainer):
         """``Trainer`` with the CRM losses. ``loss_kind`` is "pairwise" or "pointwise"."""
 
-        def __init__(self, *args, loss_kind: str, group_by_length: bool = False, **kwargs):
+        def __init__(self, *args, loss_kind: str, group_by_length: bool = False, head_lr: float = 0.0,
+                     head_names: tuple[str, ...] = (), **kwargs):
             super().__init__(*args, **kwargs)
+            self.head_lr, self.head_names = head_lr, set(head_names)
             self.loss_kind = loss_kind
             self.group_by_length = group_by_length
             self.tokens_seen = 0
             # our loss is a per-batch mean: let the Trainer divide by the accumulation steps
             self.model_accepts_loss_kwargs = False
+
+        def create_optimizer(self, model=None):
+            """The Trainer's optimizer, with the head's parameters at ``head_lr`` when it is set."""
+            if self.head_lr > 0 and self.optimizer is None:
+                opt_model = self.model if model is None else model
+                decay = set(self.get_decay_parameter_names(opt_model))
+                groups: dict[tuple[bool, bool], list] = {}
+                for n, p in opt_model.named_parameters():
+                    if p.requires_grad:
+                        groups.setdefault((bool(self.head_names & set(n.split("."))), n in decay), []).append(p)
+                cls, kwargs = self.get_optimizer_cls_and_kwargs(self.args, opt_model)
+                self.optimizer = cls([{"params": ps, "weight_decay": self.args.weight_decay if d else 0.0,
+                                       **({"lr": self.head_lr} if h else {})} for (h, d), ps in groups.items()],
+                                     **kwargs)
+            return super().create_optimizer(model)
 
         def _get_train_sampler(self, train_dataset=None):
             if not self.group_by_length:
@@ -360,7 +377,7 @@ def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
     trainer = _make_trainer_class()(
         model=model, args=args, train_dataset=train_ds, eval_dataset=dev_ds, data_collator=collator,
         compute_metrics=dev_metrics, callbacks=callbacks, loss_kind=cfg.loss,
-        group_by_length=cfg.group_by_length)
+        group_by_length=cfg.group_by_length, head_lr=cfg.head_lr, head_names=(*cfg.head_modules, "head"))
     ref["trainer"] = trainer
     return Built(trainer, train_ds, dev_ds, tok, model_dir, run_dir, world_size)
 
