@@ -142,7 +142,8 @@ class PromptFormatter:
 
     # ---- building ------------------------------------------------------------------------
     def _ids(self, text: str) -> tuple[int, ...]:
-        return tuple(self.tok(text, add_special_tokens=False)["input_ids"])
+        # verbose=False: pieces are cut to max_length by us, not by the tokenizer's own limit
+        return tuple(self.tok(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def _cached_ids(self, text: str) -> tuple[int, ...]:
         ids = self._cache.get(text)
