@@ -166,3 +166,27 @@ def test_a_model_from_an_older_version_fails_with_a_clear_error(tmp_path):
     save_file(state, tmp_path / "model.safetensors")
     with pytest.raises(ValueError, match="older usl.*gamma.*retrain"):
         FastCRM.load(tmp_path)
+
+
+def test_rewording_draws_only_wordings_of_the_same_family_and_keeps_signs():
+    from usl.crm.fast_train import FastTrainConfig, _Encoded, _family_wordings, _noisy
+
+    # criteria ids 0-2 belong to family "concise" (2 is a dislike), 3-4 to "formal"
+    enc = _Encoded(a=np.zeros(4, np.int64), b=np.ones(4, np.int64), y=np.ones(4, np.float32),
+                   crit=[[0], [1, 2], [3], [4]], sign=[[1.0], [1.0, -1.0], [1.0], [1.0]],
+                   source=["s"] * 4, family=["concise", "concise", "formal", "formal"])
+    words = _family_wordings(enc)
+    assert words == {"concise": [(0, 1.0), (1, 1.0), (2, -1.0)], "formal": [(3, 1.0), (4, 1.0)]}
+    cfg = FastTrainConfig(reword_prob=1.0, drop_prob=0.0, add_prob=0.0)
+    seen = set()
+    for seed in range(20):
+        crit, sign = _noisy(enc, np.arange(4), np.random.default_rng(seed), {}, cfg, words)
+        assert len(crit[1]) == 2 and len(set(crit[1])) == 2                 # as many criteria, no repeats
+        for i, (cs, gs) in enumerate(zip(crit, sign)):
+            pool = dict(words[enc.family[i]])
+            assert all(pool[c] == g for c, g in zip(cs, gs))               # a wording keeps its own sign
+        seen.update(crit[0])
+    assert seen == {0, 1, 2}                                               # and every wording comes up
+    crit, _ = _noisy(enc, np.arange(4), np.random.default_rng(0), {}, FastTrainConfig(reword_prob=0.0,
+                     drop_prob=0.0, add_prob=0.0), words)
+    assert crit == enc.crit

@@ -23,6 +23,8 @@ def register(app: typer.Typer) -> None:
         batch_size: int = typer.Option(256, help="Pairs per step."),
         lr: float = typer.Option(2e-3, help="Learning rate of the scorer."),
         encoder_lr: float = typer.Option(3e-4, help="Learning rate of the criteria tower's LoRA (0 = frozen)."),
+        reword_prob: float = typer.Option(0.5, help="Per-sample probability of swapping its criteria for other "
+                                                    "training wordings of the same family."),
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
@@ -31,7 +33,7 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             cfg = FastTrainConfig(train=list(train), dev=list(dev), out=out, epochs=epochs, seed=seed,
                                   hidden=hidden, lr=lr, encoder_lr=encoder_lr,
-                                  batch_size=batch_size)
+                                  batch_size=batch_size, reword_prob=reword_prob)
             report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
         typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],
                                "seconds": report["seconds"]}))

@@ -44,6 +44,8 @@ class FastTrainConfig:
     hidden: int = field(default=128, metadata={"help": "Hidden width of the scorer."})
     add_prob: float = field(default=0.3, metadata={"help": "Per-sample probability of adding irrelevant criteria."})
     drop_prob: float = field(default=0.2, metadata={"help": "Per-sample probability of dropping extra criteria."})
+    reword_prob: float = field(default=0.5, metadata={"help": "Per-sample probability of replacing its criteria "
+                                                           "by other training wordings of the same family."})
     patience: int = field(default=3, metadata={"help": "Epochs without dev improvement before stopping."})
     seed: int = field(default=0, metadata={"help": "Seed for init, shuffling and noise."})
     oversample: dict = field(default_factory=lambda: {"human/": 3},
@@ -58,6 +60,13 @@ class _Encoded:
     crit: list[list[int]]    # criterion ids per sample
     sign: list[list[float]]
     source: list[str]
+    family: list[str]
+
+
+def _family(s: PreferenceSample) -> str:
+    """The criteria family a build recorded (meta values are JSON text), or ""."""
+    v = json.loads(dict(s.meta).get("family", '""'))
+    return v if isinstance(v, str) else ""
 
 
 def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[str, int]) -> _Encoded:
@@ -69,7 +78,7 @@ def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[
         parts = [split_sign(c) for c in s.criteria]
         crit.append([crit_index[t] for t, _ in parts])
         sign.append([g for _, g in parts])
-    return _Encoded(a, b, y, crit, sign, [s.source for s in samples])
+    return _Encoded(a, b, y, crit, sign, [s.source for s in samples], [_family(s) for s in samples])
 
 
 def _batch_logits(model: FastCRM, bank: AnswerBank, E, enc: _Encoded, idx: np.ndarray,
@@ -95,12 +104,25 @@ def _foreign_pools(enc: _Encoded, n_crit: int) -> dict[str, np.ndarray]:
     return {src: np.setdiff1d(np.arange(n_crit), np.fromiter(u, dtype=np.int64)) for src, u in used.items()}
 
 
+def _family_wordings(enc: _Encoded) -> dict[str, list[tuple[int, float]]]:
+    """Per criteria family, every (criterion, sign) its training samples use."""
+    out: dict[str, set] = {}
+    for cs, gs, fam in zip(enc.crit, enc.sign, enc.family):
+        if fam:
+            out.setdefault(fam, set()).update(zip(cs, gs))
+    return {f: sorted(v) for f, v in out.items()}
+
+
 def _noisy(enc: _Encoded, idx: np.ndarray, rng: np.random.Generator, pools: dict[str, np.ndarray],
-           cfg: FastTrainConfig):
+           cfg: FastTrainConfig, wordings: dict[str, list[tuple[int, float]]] | None = None):
     crit, sign = [], []
     batch_salt = int(rng.integers(0, 1 << 30))
     for i in idx:
         cs, gs = list(enc.crit[i]), list(enc.sign[i])
+        words = (wordings or {}).get(enc.family[i])
+        if words and len(words) > len(cs) and rng.random() < cfg.reword_prob:
+            pick = rng.choice(len(words), size=len(cs), replace=False)
+            cs, gs = [words[k][0] for k in pick], [words[k][1] for k in pick]
         if len(cs) > 1 and rng.random() < cfg.drop_prob:
             keep = sorted(rng.choice(len(cs), size=int(rng.integers(1, len(cs))), replace=False))
             cs, gs = [cs[k] for k in keep], [gs[k] for k in keep]
@@ -189,6 +211,7 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     reps = np.array([max([f for p, f in cfg.oversample.items() if src.startswith(p)] or [1]) for src in tr.source])
     train_idx = np.repeat(train_idx, reps[train_idx])
     pools = _foreign_pools(tr, len(crit_texts))
+    wordings = _family_wordings(tr)
     steps = cfg.epochs * ((len(train_idx) + cfg.batch_size - 1) // cfg.batch_size)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[g["lr"] for g in groups], total_steps=max(steps, 1),
                                                 pct_start=0.05)
@@ -202,7 +225,7 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
         losses = []
         for i in range(0, len(order), cfg.batch_size):
             idx = order[i:i + cfg.batch_size]
-            crit, sign = _noisy(tr, idx, erng, pools, cfg)
+            crit, sign = _noisy(tr, idx, erng, pools, cfg, wordings)
             logits = _batch_logits(model, bank, batch_criteria if tune else E_frozen, tr, idx, crit, sign)
             loss = loss_fn(logits, torch.from_numpy(tr.y[idx]))
             opt.zero_grad()
