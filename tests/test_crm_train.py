@@ -187,8 +187,9 @@ def test_head_lr_puts_the_head_in_its_own_param_group(env, head):
 def test_span_head_reads_untruncated_answer_lengths():
     """Two answers cut to the same tokens but of different original length get different scores,
     and the length term enters as a product with the criteria vector (zero criteria: no effect)."""
-    import torch
     from types import SimpleNamespace
+
+    import torch
 
     from usl.crm.span_head import SpanHeadModel
 
