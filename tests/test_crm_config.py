@@ -33,6 +33,7 @@ def test_yaml_then_overrides(tmp_path):
     ("swap_positions=maybe", "expected true/false"),
     ("lr=1e-4", r"unknown config key\(s\) \['lr'\]"),
     ("max_length=16", "too small"),
+    ("head_lr=-1e-3", "head_lr=-0.001: must be >= 0"),
 ])
 def test_bad_values_raise(override, match):
     with pytest.raises(ValueError, match=match):

@@ -190,3 +190,11 @@ def test_rewording_draws_only_wordings_of_the_same_family_and_keeps_signs():
     crit, _ = _noisy(enc, np.arange(4), np.random.default_rng(0), {}, FastTrainConfig(reword_prob=0.0,
                      drop_prob=0.0, add_prob=0.0), words)
     assert crit == enc.crit
+
+
+@pytest.mark.parametrize("field", ["reword_prob", "add_prob", "drop_prob"])
+def test_train_fast_rejects_a_probability_outside_0_1(field):
+    from usl.crm.fast_train import FastTrainConfig
+
+    with pytest.raises(ValueError, match=field):
+        FastTrainConfig(**{field: 1.5})

@@ -29,6 +29,28 @@ def test_shipped_files_name_the_packaged_backbone():
     meta = json.loads((d / "crm.json").read_text())
     assert meta["backbone"] == "minilm-l6" and meta["head"] == "span" and meta["order_average"] is True
     assert (d / "MODEL_CARD.md").is_file() and (d / "span_head.safetensors").is_file()
+    assert not (d / "tokenizer_config.json").exists()      # the backbone's tokenizer is used
+
+
+def test_a_pair_asked_in_both_orders_costs_two_passes_not_four(judge):
+    """The model averages both orders itself, so (A, B) and (B, A) need the same two inputs."""
+    model = judge.scorer.model
+    rows = []
+    real = model.forward
+
+    def counting(input_ids, attention_mask, **kw):
+        rows.append(input_ids.shape[0])
+        return real(input_ids=input_ids, attention_mask=attention_mask, **kw)
+
+    model.forward = counting
+    try:
+        c = Criteria(("Prefer concise answers",))
+        v = judge.judge([JudgeRequest(c, "Capital of France?", SHORT, LONG),
+                         JudgeRequest(c, "Capital of France?", LONG, SHORT)])
+    finally:
+        del model.forward
+    assert sum(rows) == 2
+    assert v[0].p_a == pytest.approx(1 - v[1].p_a, abs=1e-6)
 
 
 def test_opposite_length_criteria_flip_the_decision_and_order_does_not_matter(judge):

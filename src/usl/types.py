@@ -113,6 +113,11 @@ class PreferenceSample:
     def response_a(self) -> str:
         return _last_assistant(self.model_a)
 
+    def meta_value(self, key: str, default=None):
+        """An extra JSONL field, decoded (``meta`` keeps each value as JSON text)."""
+        raw = dict(self.meta).get(key)
+        return default if raw is None else json.loads(raw)
+
     @property
     def response_b(self) -> str:
         return _last_assistant(self.model_b)

@@ -136,6 +136,8 @@ class TrainConfig:
             raise ValueError(f"max_length={self.max_length} is too small (need >= 64)")
         if self.effective_batch_size < 1 or self.per_device_train_batch_size < 1:
             raise ValueError("batch sizes must be >= 1")
+        if self.head_lr < 0:
+            raise ValueError(f"head_lr={self.head_lr}: must be >= 0 (0 = learning_rate)")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":

@@ -51,6 +51,11 @@ class FastTrainConfig:
     oversample: dict = field(default_factory=lambda: {"human/": 3},
                              metadata={"help": "Source prefix -> how many times its samples appear per epoch."})
 
+    def __post_init__(self) -> None:
+        for name in ("add_prob", "drop_prob", "reword_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)}: must be a probability in [0, 1]")
+
 
 @dataclass
 class _Encoded:
@@ -63,12 +68,6 @@ class _Encoded:
     family: list[str]
 
 
-def _family(s: PreferenceSample) -> str:
-    """The criteria family a build recorded (meta values are JSON text), or ""."""
-    v = json.loads(dict(s.meta).get("family", '""'))
-    return v if isinstance(v, str) else ""
-
-
 def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[str, int]) -> _Encoded:
     a = bank.rows([s.prompt for s in samples], [s.response_a for s in samples])
     b = bank.rows([s.prompt for s in samples], [s.response_b for s in samples])
@@ -78,7 +77,7 @@ def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[
         parts = [split_sign(c) for c in s.criteria]
         crit.append([crit_index[t] for t, _ in parts])
         sign.append([g for _, g in parts])
-    return _Encoded(a, b, y, crit, sign, [s.source for s in samples], [_family(s) for s in samples])
+    return _Encoded(a, b, y, crit, sign, [s.source for s in samples], [str(s.meta_value("family", "")) for s in samples])
 
 
 def _batch_logits(model: FastCRM, bank: AnswerBank, E, enc: _Encoded, idx: np.ndarray,

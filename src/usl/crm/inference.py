@@ -1,8 +1,10 @@
 """Load a trained CRM (run dir, its ``final/``, or shipped weights) and score requests.
 
 A model directory holds ``crm.json`` (what head, which backbone, the prompt budget), the
-tokenizer, and either a LoRA adapter + head (``adapter_config.json``) or a full model. A LoRA
-adapter is merged into the backbone after loading, so inference costs what the plain model costs.
+tokenizer (a LoRA CRM may leave it to its backbone), and either a LoRA adapter + head
+(``adapter_config.json``) or a full model. A LoRA adapter is merged into the backbone after
+loading, so inference costs what the plain model costs. Identical model inputs within a call are
+run once (judging a pair in both orders, as evaluation does, asks for the same passes twice).
 
 ``CRMScorer.p_a`` returns P(A better) for the order given. A pairwise CRM trained on order-averaged
 logits (``crm.json`` ``order_average``) is scored the same way: both orders, logits averaged.
@@ -16,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
-from usl.crm.trainer import CRM_FORMAT
+from usl.crm.trainer import CRM_FORMAT, order_averaged
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,12 @@ class CRMScorer:
         self.batch_size = batch_size or (32 if self.device.startswith("cuda") else 4)
         from transformers import AutoTokenizer
 
-        self.tok = AutoTokenizer.from_pretrained(str(self.dir))
+        from usl.crm.backbone import resolve_backbone
+
+        self.base_dir = resolve_backbone(backbone or self.meta["backbone"], home) \
+            if (self.dir / "adapter_config.json").is_file() else None
+        own_tokenizer = (self.dir / "tokenizer_config.json").is_file() or self.base_dir is None
+        self.tok = AutoTokenizer.from_pretrained(str(self.dir if own_tokenizer else self.base_dir))
         ensure_pad_token(self.tok)
         f = self.meta["formatter"]
         self.fmt = PromptFormatter(self.tok, max_length=f["max_length"], query_max_tokens=f["query_max_tokens"],
@@ -66,41 +73,45 @@ class CRMScorer:
             from usl.crm.span_head import SpanHeadModel, head_config, load_backbone
 
             hc = head_config(self.dir)
-            model = SpanHeadModel(self._weights(load_backbone, backbone, home), self.loss, hidden=hc["hidden"],
+            model = SpanHeadModel(self._weights(load_backbone), self.loss, hidden=hc["hidden"],
                                   dropout=hc["dropout"], length_features=hc.get("length_features", False))
             model.load_head(self.dir)
         else:
-            model = self._weights(lambda d: load_classifier(d, self.meta["num_labels"], self.tok), backbone, home)
+            model = self._weights(lambda d: load_classifier(d, self.meta["num_labels"], self.tok))
         self.model = model.to(self.device).eval()
         self.truncated = 0
 
-    def _weights(self, load, backbone: str | None, home):
+    def _weights(self, load):
         """``load(dir)`` on this CRM's directory, or, for a LoRA adapter, on its backbone with the
         adapter merged in (warning when the backbone is not the one it was trained on)."""
-        if not (self.dir / "adapter_config.json").is_file():
+        if self.base_dir is None:
             return load(self.dir)
         from peft import PeftModel
 
-        from usl.crm.backbone import resolve_backbone, weights_sha256
+        from usl.crm.backbone import weights_sha256
 
-        base_dir = resolve_backbone(backbone or self.meta["backbone"], home)
-        sha = weights_sha256(base_dir)
+        sha = weights_sha256(self.base_dir)
         if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:
             log.warning("backbone %s differs from the one this CRM was trained on (sha %s != %s)",
-                        base_dir, sha[:12], self.meta["backbone_sha256"][:12])
-        return PeftModel.from_pretrained(load(base_dir), str(self.dir)).merge_and_unload()
+                        self.base_dir, sha[:12], self.meta["backbone_sha256"][:12])
+        return PeftModel.from_pretrained(load(self.base_dir), str(self.dir)).merge_and_unload()
 
     def _encode(self, kind: str, enc) -> tuple:
         return (enc.input_ids, self.fmt.span_rows(enc, kind)) if self.meta.get("head") == "span" \
             else (enc.input_ids, None)
 
     def _forward(self, rows: list[tuple]):
-        """Logits for (token ids, spans or None) rows, batched, longest first (less padding)."""
+        """Logits for (token ids, spans or None) rows, batched, longest first (less padding);
+        a row that repeats an earlier one is not run again."""
         import torch
 
         from usl.crm.dataset import _pad
 
-        order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))
+        keys = [(tuple(ids), None if spans is None else tuple(map(tuple, spans))) for ids, spans in rows]
+        first = {}
+        for i, k in enumerate(keys):
+            first.setdefault(k, i)
+        order = sorted(set(first.values()), key=lambda i: -len(rows[i][0]))
         out: list = [None] * len(rows)
         with torch.inference_mode():
             for k in range(0, len(order), self.batch_size):
@@ -112,7 +123,7 @@ class CRMScorer:
                                     **extra).logits
                 for j, i in enumerate(idx):
                     out[i] = logits[j].float().cpu()
-        return out
+        return [out[first[k]] for k in keys]
 
     def p_a(self, items: Sequence[tuple[Sequence[str], str, str, str]]) -> list[float]:
         """``items``: (criteria, query, response_a, response_b). Returns P(A better) each."""
@@ -123,12 +134,12 @@ class CRMScorer:
         if self.loss == "pairwise":
             encs = [self.fmt.pairwise(c, q, a, b) for c, q, a, b in items]
             self.truncated += sum(e.truncated for e in encs)
-            logits = self._forward([self._encode("pairwise", e) for e in encs])
             if self.meta.get("order_average"):
-                swapped = self._forward([self._encode("pairwise", self.fmt.pairwise(c, q, b, a))
-                                         for c, q, a, b in items])
-                logits = [(x + y.flip(-1)) / 2 for x, y in zip(logits, swapped)]
-            return [float(torch.softmax(x, -1)[0]) for x in logits]
+                encs += [self.fmt.pairwise(c, q, b, a) for c, q, a, b in items]
+            logits = torch.stack(self._forward([self._encode("pairwise", e) for e in encs]))
+            if self.meta.get("order_average"):
+                logits = order_averaged(logits)
+            return torch.softmax(logits, -1)[:, 0].tolist()
         encs = [self.fmt.pointwise(c, q, r) for c, q, a, b in items for r in (a, b)]
         self.truncated += sum(e.truncated for e in encs)
         r = self._forward([self._encode("pointwise", e) for e in encs])

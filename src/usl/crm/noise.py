@@ -18,7 +18,6 @@ run sees the same noise as an uninterrupted one.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -46,10 +45,9 @@ def sample_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
 
 
 def loser_criteria(sample: PreferenceSample) -> tuple[str, ...]:
-    raw = dict(sample.meta).get("loser_criteria")
-    if not raw:
+    value = sample.meta_value("loser_criteria")
+    if value is None:
         return ()
-    value = json.loads(raw)
     if not isinstance(value, list):
         raise ValueError(f"sample {sample.idx}: loser_criteria must be a list, got {type(value).__name__}")
     return tuple(str(v) for v in value if str(v).strip())
@@ -57,10 +55,10 @@ def loser_criteria(sample: PreferenceSample) -> tuple[str, ...]:
 
 def sample_topic(sample: PreferenceSample) -> str:
     """The topic a sample's criteria belong to: meta 'topic' if given, else its pair (group/idx)."""
-    meta = dict(sample.meta)
     for key in ("criteria_topic", "topic"):
-        if key in meta:
-            return str(json.loads(meta[key]))
+        value = sample.meta_value(key)
+        if value is not None:
+            return str(value)
     return sample.group or sample.idx
 
 

@@ -1,9 +1,9 @@
 """``crm:PATH``: a trained customizable reward model as a judge.
 
 ``PATH`` is a training run directory, its ``final/`` directory, or shipped weights (any directory
-with ``crm.json``); plain ``crm`` is the shipped transformer CRM (``weights/crm-minilm-span``: a
-LoRA adapter and span head over the packaged all-MiniLM-L6-v2, see its MODEL_CARD.md). Runs on CUDA when available, else CPU. Returns P(A) for the order it is given;
-callers average both orders. ``version`` hashes crm.json and the weight files.
+with ``crm.json``); plain ``crm`` is the shipped transformer CRM (``weights/crm-minilm-span``:
+a LoRA adapter and span head over the packaged all-MiniLM-L6-v2, see its MODEL_CARD.md). Runs on
+CUDA when available, else CPU. Returns P(A) for the order it is given; callers average both orders. ``version`` hashes crm.json and the weight files.
 """
 
 from __future__ import annotations
@@ -59,11 +59,9 @@ SHIPPED = "crm-minilm-span"
 @register("crm")
 def _crm(arg: str | None = None, *, device: str | None = None, home: str | None = None,
          batch_size: int | None = None, **_) -> CRMJudge:
+    from usl.crm import shipped_weights
     from usl.crm.inference import model_dir_of
 
-    if not arg:
-        from importlib import resources
-
-        arg = str(resources.files("usl.crm").joinpath("weights", SHIPPED))
+    arg = arg or str(shipped_weights(SHIPPED))
     model_dir_of(arg)  # fail fast on a wrong path
     return CRMJudge(path=arg, device=device, home=home, batch_size=batch_size)

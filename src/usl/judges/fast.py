@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
@@ -19,6 +18,7 @@ import numpy as np
 import torch
 
 from usl import paths
+from usl.crm import shipped_weights
 from usl.crm.answer_bank import AnswerBank, Progress
 from usl.crm.fast_model import FastCRM, as_tensor, split_sign
 from usl.crm.static_embed import StaticEmbedder
@@ -30,10 +30,6 @@ from usl.types import Criteria
 
 log = logging.getLogger(__name__)
 DEFAULT_WEIGHTS = "fast-crm"
-
-
-def shipped_weights(name: str = DEFAULT_WEIGHTS) -> Path:
-    return Path(str(resources.files("usl.crm").joinpath("weights", name)))
 
 
 def _weights_hash(path: Path) -> str:
@@ -62,7 +58,7 @@ class FastJudge:
     cacheable = False  # recomputing is cheaper than a SQLite round trip
 
     def __init__(self, weights: str | Path | None = None, home: str | None = None, name: str = "fast"):
-        self.weights = Path(weights) if weights else shipped_weights()
+        self.weights = Path(weights) if weights else shipped_weights(DEFAULT_WEIGHTS)
         if not (self.weights / "model.safetensors").exists():
             raise FileNotFoundError(f"no fast CRM weights in {self.weights}")
         self.name = name
