@@ -20,10 +20,10 @@ import torch
 from usl import paths
 from usl.crm import shipped_weights
 from usl.crm.answer_bank import AnswerBank, Progress
-from usl.crm.fast_model import FastCRM, as_tensor, split_sign
-from usl.crm.static_embed import StaticEmbedder
 from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
 from usl.crm.criteria_lexicon import lexicon_matrix
+from usl.crm.fast_model import FastCRM, as_tensor, split_sign
+from usl.crm.static_embed import StaticEmbedder
 from usl.judges.base import JudgeRequest, Verdict
 from usl.judges.registry import register
 from usl.types import Criteria
