@@ -8,9 +8,13 @@
     report (here): fast-path leaderboards against the full CRM's, Kendall tau per criteria set
         python scripts/crm_fidelity.py report --answers board.json.gz --scores full_board.npz
 
-With ``--jsonl`` the score step also writes every judged pair as paper-format JSONL with the
-full CRM's probability in ``p_a``: distillation data for ``usl train-fast`` (train split only:
-board queries never enter training).
+    to-jsonl (here): the full CRM's scores of train-split answers -> distillation pairs
+        python scripts/crm_fidelity.py to-jsonl --answers train.json.gz --scores distill_train.npz \
+            --sets configs/distill_criteria_sets.yaml --out distill.jsonl.gz
+
+Distillation pairs are paper-format JSONL with the full CRM's probability that A wins in ``p_a``,
+for ``usl train-fast --distill``. ``to-jsonl`` refuses scores of the board split: board queries
+never enter training. (``score --jsonl`` writes the same records on the GPU box.)
 """
 
 from __future__ import annotations
@@ -89,11 +93,7 @@ def score(args) -> None:
             p = 0.5 * (v[2 * j].score_a + 1 - v[2 * j + 1].score_a)
             P[si, mi, k] = p
             if jsonl:
-                rec = {"idx": f"{s['name']}:{models[mi]}:{data['queries'][qidx[k]]['id']}", "prompt": q,
-                       "model_a": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
-                       "model_b": [{"role": "user", "content": q}, {"role": "assistant", "content": b}],
-                       "criteria": crit.as_list(), "preference": "model_a" if p >= 0.5 else "model_b",
-                       "source": f"distill/{s['name']}", "p_a": float(p)}
+                rec = _record(s["name"], crit, models[mi], data["queries"][qidx[k]]["id"], q, a, b, p)
                 jsonl.write(json.dumps(rec) + "\n")
         done += len(reqs)
         log.info("set %d/%d %s: %d judgments, %.0f/s", si + 1, len(sets), s["name"], len(reqs),
@@ -103,6 +103,40 @@ def score(args) -> None:
     np.savez(args.out, P=P, qidx=qidx, sets=np.array([s["name"] for s in sets]), models=np.array(models),
              judge=np.array(judge.identity))
     print(f"wrote {args.out} in {time.time() - t0:.0f} s")
+
+
+def _record(set_name: str, crit, model: str, qid, q: str, a: str, b: str, p: float) -> dict:
+    return {"idx": f"{set_name}:{model}:{qid}", "prompt": q,
+            "model_a": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
+            "model_b": [{"role": "user", "content": q}, {"role": "assistant", "content": b}],
+            "criteria": crit.as_list(), "preference": "model_a" if p >= 0.5 else "model_b",
+            "source": f"distill/{set_name}", "p_a": float(p)}
+
+
+def to_jsonl(args) -> None:
+    from usl.types import Criteria
+
+    data, z = _load(args.answers), np.load(args.scores)
+    if data.get("split") != "train":
+        raise SystemExit(f"{args.answers}: split {data.get('split')!r}; distillation data must come from "
+                         "the train split (board queries never enter training)")
+    sets = {s["name"]: s for s in _sets(args.sets)}
+    models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
+    n = 0
+    with gzip.open(args.out, "wt") as f:
+        for si, name in enumerate(z["sets"]):
+            s = sets[str(name)]
+            crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
+            for mi, m in enumerate(models):
+                for k, qi in enumerate(qidx):
+                    p = z["P"][si, mi, k]
+                    if np.isnan(p):
+                        continue
+                    q = data["queries"][qi]
+                    f.write(json.dumps(_record(str(name), crit, m, q["id"], q["text"], data["answers"][m][qi],
+                                               data["answers"][base][qi], float(p))) + "\n")
+                    n += 1
+    print(f"wrote {args.out}: {n} distillation pairs")
 
 
 def report(args) -> None:
@@ -155,13 +189,18 @@ def main(argv=None) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True)
     s.add_argument("--jsonl", default=None)
+    t = sub.add_parser("to-jsonl")
+    t.add_argument("--answers", required=True)
+    t.add_argument("--scores", required=True)
+    t.add_argument("--sets", default="configs/distill_criteria_sets.yaml")
+    t.add_argument("--out", required=True)
     r = sub.add_parser("report")
     r.add_argument("--answers", required=True)
     r.add_argument("--scores", required=True)
     r.add_argument("--sets", default="configs/criteria_sets.yaml")
     r.add_argument("--fast", default="default")
     args = ap.parse_args(argv)
-    {"export": export, "score": score, "report": report}[args.cmd](args)
+    {"export": export, "score": score, "to-jsonl": to_jsonl, "report": report}[args.cmd](args)
 
 
 if __name__ == "__main__":

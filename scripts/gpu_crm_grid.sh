@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Train CRM variants in parallel on one GPU (small backbones leave it mostly idle), then evaluate each
-# with `usl.crm eval` on the carried eval files. Run from the repository root on the GPU box, after
+# with `usl.crm eval` on the carried eval files ($G/eval, when carried; G defaults to artifacts/gpu_m).
+# Run from the repository root on the GPU box, after
 # `python scripts/make_gpu_carry.py` here and with artifacts/gpu_m carried.
 #
 #   RUNS="name:loss:noise:direction:key=value,key=value ..." [KEEP="name ..."] [NOTAR=1] \
@@ -12,8 +13,12 @@
 # KEEP=best keeps the run with the highest eval accuracy.
 set -u
 export PYTHONPATH=src PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false USL_HOME=/tmp/usl_home
-G=artifacts/gpu_m; MIN=${MIN:-6}; R=/tmp/res; mkdir -p $R
+G=${G:-artifacts/gpu_m}; MIN=${MIN:-6}; R=/tmp/res; mkdir -p $R
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+# xz packs the training file 3x smaller than gzip (the carry limit is 64 MiB); the trainer reads gzip
+[ -f $G/train.jsonl.xz ] && [ ! -f $G/train.jsonl.gz ] && python3 -c "import gzip, lzma, shutil, sys
+with lzma.open(sys.argv[1]) as a, gzip.open(sys.argv[2], 'wb', compresslevel=1) as b: shutil.copyfileobj(a, b)" \
+  $G/train.jsonl.xz $G/train.jsonl.gz
 COMMON="--set backbone=$G/minilm --set train_file=$G/train.jsonl.gz --set dev_file=$G/dev.jsonl.gz
  --set max_dev_samples=600 --set max_length=512 --set query_max_tokens=64 --set min_response_tokens=48
  --set num_train_epochs=${EPOCHS:-2} --set effective_batch_size=32 --set per_device_train_batch_size=32
@@ -25,8 +30,8 @@ for r in ${RUNS}; do
   X=$(echo "$extra" | tr ',' '\n' | sed '/^$/d; s/^/--set /' | tr '\n' ' ')
   ( python3 -m usl.crm train --config configs/crm_smollm2_${loss}.yaml $COMMON --set loss=$loss --set data_noise=$noise \
       --set data_direction=$dir --set output_dir=/tmp/runs/$name $X > $R/$name.train.log 2>&1 &&
-    python3 -m usl.crm eval --judge crm:/tmp/runs/$name $(for f in $G/eval/*.gz; do echo --data $f; done) --limit 300 --json \
-      --out $R/$name.eval.json > /dev/null 2>$R/$name.eval.err ) &
+    { [ ! -d $G/eval ] || python3 -m usl.crm eval --judge crm:/tmp/runs/$name $(for f in $G/eval/*.gz; do echo --data $f; done) \
+      --limit 300 --json --out $R/$name.eval.json > /dev/null 2>$R/$name.eval.err; } ) &
 done
 wait
 for f in $R/*.eval.json; do python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].split('/')[-1], 'acc', round(d['accuracy'],3), 'swap', round(d['swap_consistency'],3), 'flip', d['flip']['flip_rate'], {k: round(v['accuracy'] or 0, 3) for k, v in d['by_file'].items()})" $f; done

@@ -1,9 +1,15 @@
 """Prompt formats and the truncation policy: every pair is kept, fits the budget, and cuts are reported."""
 
 import pytest
-
 from crm_fixtures import tiny_tokenizer
-from usl.crm.formatting import ELLIPSIS, PromptFormatter, conversation_text, waterfill
+
+from usl.crm.formatting import (
+    ELLIPSIS,
+    PromptFormatter,
+    conversation_text,
+    judged_texts,
+    waterfill,
+)
 from usl.types import Message
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -103,3 +109,16 @@ def test_conversation_text():
     multi = single + (Message("user", "q2"), Message("assistant", "a2"))
     assert conversation_text(single) == "a"
     assert conversation_text(multi) == "Model: a\n\nUser: q2\n\nModel: a2"
+
+
+def test_judged_texts_moves_shared_turns_into_the_query():
+    u, a1 = Message("user", "q"), Message("assistant", "a1")
+    single_a, single_b = (u, Message("assistant", "a")), (u, Message("assistant", "b"))
+    assert judged_texts("q", single_a, single_b) == ("q", "a", "b")
+    # hh-rlhf style: the transcripts share every turn but the last reply
+    ma = (Message("system", "s"), u, a1, Message("user", "q2"), Message("assistant", "a2"))
+    mb = ma[:-1] + (Message("assistant", "b2"),)
+    assert judged_texts("q", ma, mb) == ("User: q\n\nModel: a1\n\nUser: q2", "a2", "b2")
+    # conversations that part after the first user turn keep their whole tails
+    mc = (u, Message("assistant", "x"), Message("user", "q2"), Message("assistant", "y"))
+    assert judged_texts("q", ma[1:], mc) == ("q", conversation_text(ma[1:]), "Model: x\n\nUser: q2\n\nModel: y")

@@ -174,7 +174,7 @@ def test_rewording_draws_only_wordings_of_the_same_family_and_keeps_signs():
     # criteria ids 0-2 belong to family "concise" (2 is a dislike), 3-4 to "formal"
     enc = _Encoded(a=np.zeros(4, np.int64), b=np.ones(4, np.int64), y=np.ones(4, np.float32),
                    crit=[[0], [1, 2], [3], [4]], sign=[[1.0], [1.0, -1.0], [1.0], [1.0]],
-                   source=["s"] * 4, family=["concise", "concise", "formal", "formal"])
+                   source=["s"] * 4, family=["concise", "concise", "formal", "formal"], distill=np.zeros(4, bool))
     words = _family_wordings(enc)
     assert words == {"concise": [(0, 1.0), (1, 1.0), (2, -1.0)], "formal": [(3, 1.0), (4, 1.0)]}
     cfg = FastTrainConfig(reword_prob=1.0, drop_prob=0.0, add_prob=0.0)
@@ -190,6 +190,62 @@ def test_rewording_draws_only_wordings_of_the_same_family_and_keeps_signs():
     crit, _ = _noisy(enc, np.arange(4), np.random.default_rng(0), {}, FastTrainConfig(reword_prob=0.0,
                      drop_prob=0.0, add_prob=0.0), words)
     assert crit == enc.crit
+
+
+def test_distillation_pairs_keep_their_criteria_untouched_by_noise():
+    from usl.crm.fast_train import FastTrainConfig, _Encoded, _family_wordings, _noisy
+
+    enc = _Encoded(a=np.zeros(2, np.int64), b=np.ones(2, np.int64), y=np.array([1.0, 0.3], np.float32),
+                   crit=[[0, 1], [0, 1]], sign=[[1.0, 1.0], [1.0, -1.0]], source=["s", "distill/x"],
+                   family=["f", "f"], distill=np.array([False, True]))
+    words = _family_wordings(enc) | {"f": [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0)]}
+    cfg = FastTrainConfig(reword_prob=1.0, drop_prob=1.0, add_prob=1.0)
+    pools = {"s": np.array([5, 6]), "distill/x": np.array([5, 6])}
+    changed = False
+    for seed in range(10):
+        crit, sign = _noisy(enc, np.arange(2), np.random.default_rng(seed), pools, cfg, words)
+        assert crit[1] == [0, 1] and sign[1] == [1.0, -1.0]   # the full CRM scored exactly these criteria
+        changed |= crit[0] != [0, 1]
+    assert changed                                            # while labelled pairs do get noise
+
+
+def test_distillation_teaches_a_criterion_no_labelled_pair_has(tmp_path, home):
+    from pathlib import Path
+
+    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.judges.fast import FastJudge
+
+    train, dev, distill = tmp_path / "train.jsonl", tmp_path / "dev.jsonl", tmp_path / "distill.jsonl"
+    train.write_text("".join(json.dumps(p) + "\n" for p in _pairs(64)))
+    dev.write_text("".join(json.dumps(p) + "\n" for p in _pairs(16)))
+    soft = []
+    for p in _pairs(64):   # the "full CRM" says: under this criterion the long answer wins, at 0.9
+        a_long = p["model_a"][1]["content"].startswith(LONG)
+        soft.append(p | {"idx": "d" + p["idx"], "criteria": ["Write like a lawyer drafting a contract."],
+                         "p_a": 0.9 if a_long else 0.1, "source": "distill/toy"})
+    distill.write_text("".join(json.dumps(p) + "\n" for p in soft))
+    out = tmp_path / "model"
+    report = train_fast(FastTrainConfig(train=[str(train)], dev=[str(dev)], distill=[str(distill)], out=str(out),
+                                        epochs=6, batch_size=16, lr=5e-3, hidden=16, patience=6,
+                                        distill_per_epoch=32), Path(home) / "cache")
+    assert report["n_distill"] == 64 and report["best_dev_accuracy"] >= 0.9
+    judge = FastJudge(out, home=home)
+    q = "What is the capital of France? #99"
+    v = judge.judge([JudgeRequest(Criteria(("Write like a lawyer drafting a contract.",)), q, LONG, SHORT)])
+    assert v[0].p_a > 0.6
+
+
+def test_a_distillation_pair_without_a_probability_is_refused(tmp_path, home):
+    from pathlib import Path
+
+    from usl.crm.fast_train import FastTrainConfig, train_fast
+
+    train, distill = tmp_path / "train.jsonl", tmp_path / "distill.jsonl"
+    train.write_text("".join(json.dumps(p) + "\n" for p in _pairs(8)))
+    distill.write_text("".join(json.dumps(p | {"p_a": 1.5 if p["idx"] == "3" else 0.8}) + "\n" for p in _pairs(8)))
+    with pytest.raises(ValueError, match="distill.jsonl: field 'p_a': sample '3'"):
+        train_fast(FastTrainConfig(train=[str(train)], distill=[str(distill)], out=str(tmp_path / "m"), epochs=1,
+                                   hidden=8), Path(home) / "cache")
 
 
 @pytest.mark.parametrize("field", ["reword_prob", "add_prob", "drop_prob"])

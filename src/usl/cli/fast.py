@@ -25,6 +25,10 @@ def register(app: typer.Typer) -> None:
         encoder_lr: float = typer.Option(3e-4, help="Learning rate of the criteria tower's LoRA (0 = frozen)."),
         reword_prob: float = typer.Option(0.5, help="Per-sample probability of swapping its criteria for other "
                                                     "training wordings of the same family."),
+        distill: List[str] = typer.Option([], "--distill", help="Distillation JSONL: pairs the full CRM scored "
+                                                                "(p_a), from scripts/crm_fidelity.py; repeatable."),
+        distill_per_epoch: int = typer.Option(20000, help="Distillation pairs drawn per epoch."),
+        distill_weight: float = typer.Option(1.0, help="Loss weight of a distillation pair."),
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
@@ -33,7 +37,8 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             cfg = FastTrainConfig(train=list(train), dev=list(dev), out=out, epochs=epochs, seed=seed,
                                   hidden=hidden, lr=lr, encoder_lr=encoder_lr,
-                                  batch_size=batch_size, reword_prob=reword_prob)
+                                  batch_size=batch_size, reword_prob=reword_prob, distill=list(distill),
+                                  distill_per_epoch=distill_per_epoch, distill_weight=distill_weight)
             report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
         typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],
                                "seconds": report["seconds"]}))

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from usl.crm.formatting import Encoded, PromptFormatter, conversation_text
+from usl.crm.formatting import Encoded, PromptFormatter, judged_texts
 from usl.crm.noise import CriteriaPool, EpochView, epoch_view, sample_rng
 from usl.types import PreferenceSample
 
@@ -93,11 +93,11 @@ class CRMDataset:
         """Token length of each item as given (no noise, no swap): what length-grouping sorts by."""
         out = []
         for s in self.samples:
-            a, b = conversation_text(s.model_a), conversation_text(s.model_b)
+            q, a, b = judged_texts(s.prompt, s.model_a, s.model_b)
             if self.loss == "pairwise":
-                out.append(len(self.fmt.pairwise(s.criteria, s.prompt, a, b).input_ids))
+                out.append(len(self.fmt.pairwise(s.criteria, q, a, b).input_ids))
             else:
-                out.append(max(len(self.fmt.pointwise(s.criteria, s.prompt, r).input_ids) for r in (a, b)))
+                out.append(max(len(self.fmt.pointwise(s.criteria, q, r).input_ids) for r in (a, b)))
         return [n for n in out for _ in range(self.order_factor)]
 
     def view(self, i: int) -> EpochView:
@@ -113,9 +113,9 @@ class CRMDataset:
     def __getitem__(self, item: int) -> dict:
         i, order = divmod(item, self.order_factor)
         s, v = self.samples[i], self.view(i)
-        a, b = conversation_text(s.model_a), conversation_text(s.model_b)
+        q, a, b = judged_texts(s.prompt, s.model_a, s.model_b)
         if self.loss == "pointwise":
-            return self._pointwise(s.prompt, v, a, b)
+            return self._pointwise(q, v, a, b)
         if self.train:
             # a second, independent stream so the swap does not correlate with the noise draws
             swap = self.swap and bool(sample_rng(self.seed + 1, self.epoch, i).integers(2))
@@ -125,14 +125,14 @@ class CRMDataset:
         if swap:
             a, b = b, a
             pref = {"model_a": "model_b", "model_b": "model_a", "tie": "tie"}[pref]
-        enc = self.fmt.pairwise(v.criteria, s.prompt, a, b)
+        enc = self.fmt.pairwise(v.criteria, q, a, b)
         self.report.add(enc)
         target = {"model_a": [1.0, 0.0], "model_b": [0.0, 1.0], "tie": [0.5, 0.5]}[pref]
         item = {"input_ids": list(enc.input_ids), "labels": target}
         if self.with_spans:
             item["spans"] = self.fmt.span_rows(enc, "pairwise")
         if self.both:
-            enc2 = self.fmt.pairwise(v.criteria, s.prompt, b, a)
+            enc2 = self.fmt.pairwise(v.criteria, q, b, a)
             self.report.add(enc2)
             item["swapped_input_ids"] = list(enc2.input_ids)
             if self.with_spans:

@@ -3,8 +3,10 @@
 Criteria noise is redrawn every epoch from a generator seeded by (seed, epoch): irrelevant criteria
 are added (``add_prob``), and extra criteria dropped while at least one remains. Ties are not
 trained on. Early stopping watches dev accuracy; the best epoch's weights are kept. Optional
-``distill`` pairs (paper JSONL whose ``preference`` may carry a soft target in meta ``p_a``) let
-the fast model imitate the full pairwise CRM.
+``distill`` pairs (paper JSONL with the full pairwise CRM's probability that A wins in ``p_a``, as
+``scripts/crm_fidelity.py`` writes them) are soft targets that teach the fast model to imitate the
+full CRM where labelled data says nothing; a fresh random ``distill_per_epoch`` of them joins each
+epoch, without criteria noise (the target belongs to exactly those criteria).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import torch
 from torch import nn
 
 from usl.crm.answer_bank import AnswerBank
-from usl.crm.fast_model import FastCRM, FastCRMConfig, as_tensor, split_sign
-from usl.crm.static_embed import StaticEmbedder, fit_idf
 from usl.crm.criteria_encoder import CriteriaEncoder
 from usl.crm.criteria_lexicon import lexicon_matrix
+from usl.crm.fast_model import FastCRM, FastCRMConfig, as_tensor, split_sign
+from usl.crm.formatting import judged_texts
+from usl.crm.static_embed import StaticEmbedder, fit_idf
 from usl.data.paper_jsonl import read_samples
-from usl.types import PreferenceSample
+from usl.types import DataError, PreferenceSample
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +51,16 @@ class FastTrainConfig:
                                                            "by other training wordings of the same family."})
     patience: int = field(default=3, metadata={"help": "Epochs without dev improvement before stopping."})
     seed: int = field(default=0, metadata={"help": "Seed for init, shuffling and noise."})
+    distill: list[str] = field(default_factory=list,
+                               metadata={"help": "Distillation JSONL: pairs labelled by the full CRM (p_a)."})
+    distill_per_epoch: int = field(default=20000, metadata={"help": "Distillation pairs drawn per epoch."})
+    distill_weight: float = field(default=1.0, metadata={"help": "Loss weight of a distillation pair."})
     oversample: dict = field(default_factory=lambda: {"human/": 3},
                              metadata={"help": "Source prefix -> how many times its samples appear per epoch."})
 
     def __post_init__(self) -> None:
+        if self.distill_per_epoch < 0 or self.distill_weight < 0:
+            raise ValueError("distill_per_epoch and distill_weight must be >= 0")
         for name in ("add_prob", "drop_prob", "reword_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be a probability in [0, 1]")
@@ -66,18 +75,35 @@ class _Encoded:
     sign: list[list[float]]
     source: list[str]
     family: list[str]
+    distill: np.ndarray      # (n,) bool: a soft target from the full CRM
 
 
-def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[str, int]) -> _Encoded:
-    a = bank.rows([s.prompt for s in samples], [s.response_a for s in samples])
-    b = bank.rows([s.prompt for s in samples], [s.response_b for s in samples])
-    y = np.array([{"model_a": 1.0, "model_b": 0.0, "tie": 0.5}[s.preference] for s in samples], np.float32)
+def _read_distill(path: str) -> list[PreferenceSample]:
+    """Distillation pairs; each must carry the full CRM's P(A wins) in ``p_a``."""
+    samples = read_samples(path)
+    for s in samples:
+        p = s.meta_value("p_a")
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+            raise DataError(f"sample {s.idx!r}: a distillation pair needs the full CRM's probability that "
+                            f"A wins, in [0, 1]; got {p!r}", path=path, field="p_a")
+    return samples
+
+
+def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[str, int],
+            n_distill: int = 0) -> _Encoded:
+    """The last ``n_distill`` samples are distillation pairs: their target is ``p_a``."""
+    q, ra, rb = zip(*(judged_texts(s.prompt, s.model_a, s.model_b) for s in samples)) if samples else ((), (), ())
+    a, b = bank.rows(list(q), list(ra)), bank.rows(list(q), list(rb))
+    n_lab = len(samples) - n_distill
+    y = np.array([{"model_a": 1.0, "model_b": 0.0, "tie": 0.5}[s.preference] for s in samples[:n_lab]]
+                 + [s.meta_value("p_a") for s in samples[n_lab:]], np.float32)
     crit, sign = [], []
     for s in samples:
         parts = [split_sign(c) for c in s.criteria]
         crit.append([crit_index[t] for t, _ in parts])
         sign.append([g for _, g in parts])
-    return _Encoded(a, b, y, crit, sign, [s.source for s in samples], [str(s.meta_value("family", "")) for s in samples])
+    return _Encoded(a, b, y, crit, sign, [s.source for s in samples], [str(s.meta_value("family", "")) for s in samples],
+                    np.arange(len(samples)) >= n_lab)
 
 
 def _batch_logits(model: FastCRM, bank: AnswerBank, E, enc: _Encoded, idx: np.ndarray,
@@ -118,6 +144,10 @@ def _noisy(enc: _Encoded, idx: np.ndarray, rng: np.random.Generator, pools: dict
     batch_salt = int(rng.integers(0, 1 << 30))
     for i in idx:
         cs, gs = list(enc.crit[i]), list(enc.sign[i])
+        if enc.distill[i]:
+            crit.append(cs)
+            sign.append(gs)
+            continue
         words = (wordings or {}).get(enc.family[i])
         if words and len(words) > len(cs) and rng.random() < cfg.reword_prob:
             pick = rng.choice(len(words), size=len(cs), replace=False)
@@ -171,18 +201,19 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     torch.manual_seed(cfg.seed)
     train = [s for f in cfg.train for s in read_samples(f)]
     dev = [s for f in cfg.dev for s in read_samples(f)]
-    log.info("fast CRM: %d train, %d dev samples", len(train), len(dev))
+    distill = [s for f in cfg.distill for s in _read_distill(f)]
+    log.info("fast CRM: %d train, %d dev, %d distillation samples", len(train), len(dev), len(distill))
     t0 = time.time()
 
     static = StaticEmbedder(cache_dir / "static")
-    answers = list(dict.fromkeys(s.response_a for s in train) | dict.fromkeys(s.response_b for s in train))
+    answers = list(dict.fromkeys(x for s in train for x in judged_texts(s.prompt, s.model_a, s.model_b)[1:]))
     static.idf = fit_idf(static.token_ids(answers), static.table.shape[0])
     bank = AnswerBank(static)
-    crit_texts = sorted({split_sign(c)[0] for s in train + dev for c in s.criteria})
+    crit_texts = sorted({split_sign(c)[0] for s in train + distill + dev for c in s.criteria})
     crit_index = {t: i for i, t in enumerate(crit_texts)}
     tune = cfg.encoder_lr > 0
     encoder = CriteriaEncoder(lora_r=cfg.lora_r, trainable=tune)
-    tr, dv = _encode(train, bank, crit_index), _encode(dev, bank, crit_index)
+    tr, dv = _encode(train + distill, bank, crit_index, len(distill)), _encode(dev, bank, crit_index)
     log.info("encoded %d answers, %d criteria in %.0f s", len(bank), len(crit_texts), time.time() - t0)
 
     model = FastCRM(FastCRMConfig(hidden=cfg.hidden), vocab_size=len(static.idf))
@@ -206,27 +237,32 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     def batch_criteria(ids: np.ndarray) -> torch.Tensor:
         return torch.cat([encoder([crit_texts[i] for i in ids]), lex[torch.from_numpy(ids)]], -1)
 
-    train_idx = np.flatnonzero(tr.y != 0.5)
+    train_idx = np.flatnonzero((tr.y != 0.5) & ~tr.distill)
     reps = np.array([max([f for p, f in cfg.oversample.items() if src.startswith(p)] or [1]) for src in tr.source])
     train_idx = np.repeat(train_idx, reps[train_idx])
+    distill_idx = np.flatnonzero(tr.distill)
+    n_distill = min(cfg.distill_per_epoch, len(distill_idx))
+    weight = torch.from_numpy(np.where(tr.distill, cfg.distill_weight, 1.0).astype(np.float32))
     pools = _foreign_pools(tr, len(crit_texts))
     wordings = _family_wordings(tr)
-    steps = cfg.epochs * ((len(train_idx) + cfg.batch_size - 1) // cfg.batch_size)
+    steps = cfg.epochs * ((len(train_idx) + n_distill + cfg.batch_size - 1) // cfg.batch_size)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[g["lr"] for g in groups], total_steps=max(steps, 1),
                                                 pct_start=0.05)
-    loss_fn = nn.BCEWithLogitsLoss()
+    loss_fn = nn.BCEWithLogitsLoss(reduction="none")
     curve, best, best_state, best_enc, bad = [], -1.0, None, None, 0
     E_frozen = None if tune else all_criteria()
     for epoch in range(cfg.epochs):
         model.train()
         erng = np.random.default_rng([cfg.seed, epoch])
-        order = _grouped_order(tr, train_idx, erng) if tune else erng.permutation(train_idx)
+        idx_epoch = np.concatenate([train_idx, erng.choice(distill_idx, n_distill, replace=False)])
+        order = _grouped_order(tr, idx_epoch, erng) if tune else erng.permutation(idx_epoch)
         losses = []
         for i in range(0, len(order), cfg.batch_size):
             idx = order[i:i + cfg.batch_size]
             crit, sign = _noisy(tr, idx, erng, pools, cfg, wordings)
             logits = _batch_logits(model, bank, batch_criteria if tune else E_frozen, tr, idx, crit, sign)
-            loss = loss_fn(logits, torch.from_numpy(tr.y[idx]))
+            w = weight[torch.from_numpy(idx)]
+            loss = (loss_fn(logits, torch.from_numpy(tr.y[idx])) * w).sum() / w.sum()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -249,6 +285,7 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
         model.load_state_dict(best_state)
         encoder.load_state_dict(best_enc)
     report = {"config": asdict(cfg), "curve": curve, "best_dev_accuracy": best, "n_train": len(train),
+              "n_distill": len(distill),
               "n_dev": len(dev), "seconds": round(time.time() - t0, 1)}
     model.save(cfg.out, extra=report)
     if tune:

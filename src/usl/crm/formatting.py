@@ -89,7 +89,35 @@ def conversation_text(messages: Sequence[Message]) -> str:
     rest = [m for m in messages[start:] if m.role != "system"]
     if len(rest) == 1 and rest[0].role == "assistant":
         return rest[0].content
-    return "\n\n".join(f"{'User' if m.role == 'user' else 'Model'}: {m.content}" for m in rest)
+    return _flatten(rest)
+
+
+def _flatten(messages: Sequence[Message]) -> str:
+    return "\n\n".join(f"{'User' if m.role == 'user' else 'Model'}: {m.content}" for m in messages)
+
+
+def judged_texts(prompt: str, model_a: Sequence[Message], model_b: Sequence[Message]) -> tuple[str, str, str]:
+    """``(query, answer_a, answer_b)``: what a judge reads for one preference pair.
+
+    Turns both conversations share (a multi-turn transcript where only the last reply differs, as
+    in hh-rlhf) are context, so they go to the query and the answers are the parts that differ:
+    ``(user: q, assistant: a1, user: q2, assistant: a2 | b2)`` -> ``("User: q\n\nModel: a1\n\nUser: q2",
+    "a2", "b2")``. Without shared turns beyond the first user message, the query is ``prompt`` and
+    each answer is :func:`conversation_text`. Training and evaluation both read pairs through
+    this, so a judge is scored on exactly the view it learned from.
+    """
+    a = [m for m in model_a if m.role != "system"]
+    b = [m for m in model_b if m.role != "system"]
+    k = 0
+    while k < min(len(a), len(b)) - 1 and a[k] == b[k]:
+        k += 1
+    if k <= 1 or not any(m.role == "assistant" for m in a[:k]):
+        return prompt, conversation_text(model_a), conversation_text(model_b)
+
+    def tail(ms: Sequence[Message]) -> str:
+        return ms[0].content if len(ms) == 1 and ms[0].role == "assistant" else _flatten(ms)
+
+    return _flatten(a[:k]), tail(a[k:]), tail(b[k:])
 
 
 def waterfill(lengths: Sequence[int], budget: int) -> list[int]:

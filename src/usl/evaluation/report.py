@@ -23,12 +23,12 @@ def to_criteria(lines: Sequence[str]) -> Criteria:
 
 
 def request(s: PreferenceSample, swapped: bool = False) -> JudgeRequest:
-    from usl.crm.formatting import conversation_text
+    from usl.crm.formatting import judged_texts
 
-    a, b = conversation_text(s.model_a), conversation_text(s.model_b)
+    q, a, b = judged_texts(s.prompt, s.model_a, s.model_b)
     if swapped:
         a, b = b, a
-    return JudgeRequest(to_criteria(s.criteria), s.prompt, a, b)
+    return JudgeRequest(to_criteria(s.criteria), q, a, b)
 
 
 @dataclass
