@@ -1,0 +1,58 @@
+"""scripts/crm_fidelity.py to-jsonl: the full CRM's scores of train-split answers become
+distillation pairs for `usl train-fast --distill`; scores of board answers are refused."""
+
+import gzip
+import importlib.util
+import json
+from argparse import Namespace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from usl.data.paper_jsonl import read_samples
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("crm_fidelity", ROOT / "scripts" / "crm_fidelity.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _inputs(tmp_path, split: str):
+    answers = {"split": split, "baseline": "base", "models": ["m1", "m2"],
+               "queries": [{"id": "q0", "text": "Name a colour."}, {"id": "q1", "text": "Name a fruit."}],
+               "answers": {"base": ["Red.", "Apple."], "m1": ["Blue, like the sky.", None],
+                           "m2": ["Green.", "A ripe mango."]}}
+    a = tmp_path / "answers.json.gz"
+    with gzip.open(a, "wt") as f:
+        json.dump(answers, f)
+    sets = tmp_path / "sets.yaml"
+    sets.write_text("sets:\n  - name: vivid\n    likes: [\"Vivid words.\"]\n    avoid: [\"Dull lists.\"]\n")
+    P = np.array([[[0.8, np.nan], [0.3, 0.6]]], np.float32)       # (sets, models, queries)
+    scores = tmp_path / "scores.npz"
+    np.savez(scores, P=P, qidx=np.array([0, 1]), sets=np.array(["vivid"]), models=np.array(["m1", "m2"]),
+             judge=np.array("crm@test"))
+    return Namespace(answers=str(a), scores=str(scores), sets=str(sets), out=str(tmp_path / "distill.jsonl.gz"))
+
+
+def test_to_jsonl_writes_soft_targets_for_every_scored_pair(tmp_path):
+    args = _inputs(tmp_path, "train")
+    _script().to_jsonl(args)
+    samples = {s.idx: s for s in read_samples(args.out)}
+    assert sorted(samples) == ["vivid:m1:q0", "vivid:m2:q0", "vivid:m2:q1"]   # the missing answer is skipped
+    s = samples["vivid:m2:q1"]
+    assert s.meta_value("p_a") == pytest.approx(0.6) and s.preference == "model_a"
+    assert (s.response_a, s.response_b) == ("A ripe mango.", "Apple.")
+    assert list(s.criteria) == ["Vivid words.", "Avoid: Dull lists."] and s.source == "distill/vivid"
+    assert samples["vivid:m2:q0"].preference == "model_b"
+
+
+def test_to_jsonl_refuses_board_answers(tmp_path):
+    args = _inputs(tmp_path, "board")
+    with pytest.raises(SystemExit, match="train split"):
+        _script().to_jsonl(args)
+    assert not Path(args.out).exists()
