@@ -2,7 +2,8 @@
 
     export (here): AlpacaEval answers of one split -> a compact .json.gz that travels to a GPU box
         python scripts/crm_fidelity.py export --split board --out .carry/fid/board.json.gz
-    score (GPU): the full CRM's P(model beats baseline), both orders averaged, per criteria set
+    score (GPU): the full CRM's P(model beats baseline), both orders averaged, per criteria set; saved
+        after every set, and a rerun with the same --out resumes where an interrupted one stopped
         python scripts/crm_fidelity.py score --answers board.json.gz --sets configs/criteria_sets.yaml \
             --judge crm:runs/pairwise --n-queries 100 --out $OUT/full_board.npz
     report (here): fast-path leaderboards against the full CRM's, Kendall tau per criteria set
@@ -74,10 +75,31 @@ def score(args) -> None:
     judge = load_judge(args.judge, device=args.device, batch_size=args.batch_size)
     qidx = _subset(len(data["queries"]), args.n_queries, args.seed)
     models, base = data["models"], data["baseline"]
+    names = np.array([s["name"] for s in sets])
     P = np.full((len(sets), len(models), len(qidx)), np.nan, np.float32)
+    complete = np.zeros(len(sets), bool)
+    out = Path(args.out)
+    if out.exists():  # resume: the sets an interrupted run finished are kept, if it scored the same thing
+        z = np.load(out)
+        same = (str(z["judge"]) == judge.identity and np.array_equal(z["qidx"], qidx)
+                and np.array_equal(z["sets"], names) and list(z["models"]) == models)
+        if not same:
+            raise SystemExit(f"{out} holds scores of another judge, query subset, set list or model list; "
+                             "move it away or name another --out")
+        P, complete = z["P"], z["complete"]
+        log.info("resuming %s: %d of %d sets already scored", out, int(complete.sum()), len(sets))
+
+    def save() -> None:  # after every set, atomically: a killed run keeps what it finished
+        tmp = out.with_name(out.name + ".tmp.npz")
+        np.savez(tmp, P=P, qidx=qidx, sets=names, models=np.array(models), judge=np.array(judge.identity),
+                 complete=complete)
+        tmp.replace(out)
+
     jsonl = gzip.open(args.jsonl, "wt") if args.jsonl else None
     t0, done = time.time(), 0
     for si, s in enumerate(sets):
+        if complete[si]:
+            continue
         crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
         cells, reqs = [], []
         for mi, m in enumerate(models):
@@ -96,12 +118,13 @@ def score(args) -> None:
                 rec = _record(s["name"], crit, models[mi], data["queries"][qidx[k]]["id"], q, a, b, p)
                 jsonl.write(json.dumps(rec) + "\n")
         done += len(reqs)
+        complete[si] = True
+        save()
         log.info("set %d/%d %s: %d judgments, %.0f/s", si + 1, len(sets), s["name"], len(reqs),
                  done / (time.time() - t0))
     if jsonl:
         jsonl.close()
-    np.savez(args.out, P=P, qidx=qidx, sets=np.array([s["name"] for s in sets]), models=np.array(models),
-             judge=np.array(judge.identity))
+    save()
     print(f"wrote {args.out} in {time.time() - t0:.0f} s")
 
 
@@ -123,8 +146,11 @@ def to_jsonl(args) -> None:
     sets = {s["name"]: s for s in _sets(args.sets)}
     models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
     n = 0
+    done = z["complete"] if "complete" in z.files else np.ones(len(z["sets"]), bool)
     with gzip.open(args.out, "wt") as f:
         for si, name in enumerate(z["sets"]):
+            if not done[si]:
+                continue
             s = sets[str(name)]
             crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
             for mi, m in enumerate(models):
@@ -150,7 +176,11 @@ def report(args) -> None:
     judge = load_judge(args.fast)
     models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
     rows = []
+    done = z["complete"] if "complete" in z.files else np.ones(len(z["sets"]), bool)
     for si, name in enumerate(z["sets"]):
+        if not done[si]:
+            log.warning("set %s was not scored (interrupted run): left out", name)
+            continue
         s = sets[str(name)]
         crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
         full = z["P"][si]

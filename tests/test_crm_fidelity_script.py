@@ -56,3 +56,29 @@ def test_to_jsonl_refuses_board_answers(tmp_path):
     with pytest.raises(SystemExit, match="train split"):
         _script().to_jsonl(args)
     assert not Path(args.out).exists()
+
+
+def _score_args(tmp_path, judge="length"):
+    args = _inputs(tmp_path, "board")
+    sets = tmp_path / "sets2.yaml"
+    sets.write_text("sets:\n  - name: short\n    likes: [\"Short.\"]\n  - name: long\n    likes: [\"Long.\"]\n")
+    return Namespace(answers=args.answers, sets=str(sets), judge=judge, device=None, batch_size=8, n_queries=None,
+                     seed=0, out=str(tmp_path / "board.npz"), jsonl=None)
+
+
+def test_score_saves_every_set_and_resumes_an_interrupted_run(tmp_path):
+    mod, args = _script(), _score_args(tmp_path)
+    mod.score(args)
+    z = np.load(args.out)
+    assert z["complete"].all() and z["P"].shape == (2, 2, 2)
+    assert z["P"][0, 0, 0] == 1.0 and np.isnan(z["P"][0, 0, 1])   # the longer answer wins; m1 has no answer to q1
+    # an interrupted run: only the first set was finished (its scores marked to see that they are kept)
+    P, complete = z["P"].copy(), np.array([True, False])
+    P[0, 0, 0], P[1] = 0.25, np.nan
+    np.savez(args.out, P=P, qidx=z["qidx"], sets=z["sets"], models=z["models"], judge=z["judge"], complete=complete)
+    mod.score(args)
+    z2 = np.load(args.out)
+    assert z2["complete"].all() and z2["P"][0, 0, 0] == 0.25                       # kept, not rescored
+    np.testing.assert_array_equal(z2["P"][1], z["P"][1])                          # the missing set scored
+    with pytest.raises(SystemExit, match="another judge"):
+        mod.score(_score_args(tmp_path, judge="random:3"))
