@@ -61,6 +61,11 @@ def _sets(path: str) -> list[dict]:
     return [{"name": s["name"], "likes": list(s.get("likes", [])), "avoid": list(s.get("avoid", []))} for s in sets]
 
 
+def _complete(z) -> np.ndarray:
+    """Which sets a scores file holds; files from before per-set saving hold all of theirs."""
+    return z["complete"] if "complete" in z.files else np.ones(len(z["sets"]), bool)
+
+
 def _subset(n_total: int, n: int | None, seed: int) -> np.ndarray:
     order = np.random.default_rng(seed).permutation(n_total)
     return np.sort(order[:n] if n else order)
@@ -86,7 +91,7 @@ def score(args) -> None:
         if not same:
             raise SystemExit(f"{out} holds scores of another judge, query subset, set list or model list; "
                              "move it away or name another --out")
-        P, complete = z["P"], z["complete"]
+        P, complete = z["P"], _complete(z)
         log.info("resuming %s: %d of %d sets already scored", out, int(complete.sum()), len(sets))
 
     def save() -> None:  # after every set, atomically: a killed run keeps what it finished
@@ -146,7 +151,7 @@ def to_jsonl(args) -> None:
     sets = {s["name"]: s for s in _sets(args.sets)}
     models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
     n = 0
-    done = z["complete"] if "complete" in z.files else np.ones(len(z["sets"]), bool)
+    done = _complete(z)
     with gzip.open(args.out, "wt") as f:
         for si, name in enumerate(z["sets"]):
             if not done[si]:
@@ -176,7 +181,7 @@ def report(args) -> None:
     judge = load_judge(args.fast)
     models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
     rows = []
-    done = z["complete"] if "complete" in z.files else np.ones(len(z["sets"]), bool)
+    done = _complete(z)
     for si, name in enumerate(z["sets"]):
         if not done[si]:
             log.warning("set %s was not scored (interrupted run): left out", name)

@@ -82,3 +82,14 @@ def test_score_saves_every_set_and_resumes_an_interrupted_run(tmp_path):
     np.testing.assert_array_equal(z2["P"][1], z["P"][1])                          # the missing set scored
     with pytest.raises(SystemExit, match="another judge"):
         mod.score(_score_args(tmp_path, judge="random:3"))
+
+
+def test_score_treats_a_file_from_before_per_set_saving_as_finished(tmp_path):
+    mod, args = _script(), _score_args(tmp_path)
+    mod.score(args)
+    z = np.load(args.out)
+    P = z["P"].copy()
+    P[0, 0, 0] = 0.25                                   # marked: a rescore would overwrite it
+    np.savez(args.out, P=P, qidx=z["qidx"], sets=z["sets"], models=z["models"], judge=z["judge"])
+    mod.score(args)
+    assert np.load(args.out)["P"][0, 0, 0] == 0.25

@@ -209,6 +209,18 @@ def test_distillation_pairs_keep_their_criteria_untouched_by_noise():
     assert changed                                            # while labelled pairs do get noise
 
 
+def test_criteria_only_distillation_uses_are_never_drawn_as_unrelated_noise():
+    from usl.crm.fast_train import _Encoded, _foreign_pools
+
+    # criterion 0: labelled source "s"; 1: labelled source "t"; 2: only a distillation pair; 3: dev only
+    enc = _Encoded(a=np.zeros(3, np.int64), b=np.ones(3, np.int64), y=np.array([1.0, 0.0, 0.7], np.float32),
+                   crit=[[0], [1], [2]], sign=[[1.0], [1.0], [1.0]], source=["s", "t", "distill/x"],
+                   family=["", "", ""], distill=np.array([False, False, True]))
+    pools = _foreign_pools(enc, 4)
+    assert set(pools) == {"s", "t"}
+    assert pools["s"].tolist() == [1, 3] and pools["t"].tolist() == [0, 3]
+
+
 def test_distillation_teaches_a_criterion_no_labelled_pair_has(tmp_path, home):
     from pathlib import Path
 

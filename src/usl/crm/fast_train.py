@@ -122,11 +122,20 @@ def _batch_logits(model: FastCRM, bank: AnswerBank, E, enc: _Encoded, idx: np.nd
 
 
 def _foreign_pools(enc: _Encoded, n_crit: int) -> dict[str, np.ndarray]:
-    """Per source, the criteria never used by that source: "unrelated" criteria for noise."""
+    """Per labelled source, the criteria never used by that source: "unrelated" criteria for noise.
+
+    Criteria that only distillation pairs use are never drawn: they were written to cover what the
+    labelled families talk about ("Keep it short."), so they are not unrelated to any of them.
+    """
     used: dict[str, set[int]] = {}
-    for cs, src in zip(enc.crit, enc.source):
-        used.setdefault(src, set()).update(cs)
-    return {src: np.setdiff1d(np.arange(n_crit), np.fromiter(u, dtype=np.int64)) for src, u in used.items()}
+    labelled: set[int] = set()
+    for cs, src, dist in zip(enc.crit, enc.source, enc.distill):
+        if not dist:
+            used.setdefault(src, set()).update(cs)
+            labelled.update(cs)
+    distill_only = {c for cs, dist in zip(enc.crit, enc.distill) if dist for c in cs} - labelled
+    return {src: np.setdiff1d(np.arange(n_crit), np.fromiter(u | distill_only, dtype=np.int64))
+            for src, u in used.items()}
 
 
 def _family_wordings(enc: _Encoded) -> dict[str, list[tuple[int, float]]]:

@@ -3,7 +3,8 @@
 ``PATH`` is a training run directory, its ``final/`` directory, or shipped weights (any directory
 with ``crm.json``); plain ``crm`` is the shipped transformer CRM (``weights/crm-minilm-span``:
 a LoRA adapter and span head over the packaged all-MiniLM-L6-v2, see its MODEL_CARD.md). Runs on
-CUDA when available, else CPU. Returns P(A) for the order it is given; callers average both orders. ``version`` hashes crm.json and the weight files.
+CUDA when available, else CPU. Returns P(A) for the order it is given; callers average both
+orders. ``version`` hashes crm.json and the weight files.
 """
 
 from __future__ import annotations
