@@ -266,3 +266,11 @@ def test_train_fast_rejects_a_probability_outside_0_1(field):
 
     with pytest.raises(ValueError, match=field):
         FastTrainConfig(**{field: 1.5})
+
+
+@pytest.mark.parametrize("field", ["distill_per_epoch", "distill_weight"])
+def test_train_fast_rejects_a_negative_distillation_setting(field):
+    from usl.crm.fast_train import FastTrainConfig
+
+    with pytest.raises(ValueError, match=f"{field}=-1"):
+        FastTrainConfig(**{field: -1})

@@ -59,8 +59,9 @@ class FastTrainConfig:
                              metadata={"help": "Source prefix -> how many times its samples appear per epoch."})
 
     def __post_init__(self) -> None:
-        if self.distill_per_epoch < 0 or self.distill_weight < 0:
-            raise ValueError("distill_per_epoch and distill_weight must be >= 0")
+        for name in ("distill_per_epoch", "distill_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
         for name in ("add_prob", "drop_prob", "reword_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be a probability in [0, 1]")
