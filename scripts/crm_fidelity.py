@@ -15,7 +15,8 @@
 
 Distillation pairs are paper-format JSONL with the full CRM's probability that A wins in ``p_a``,
 for ``usl train-fast --distill``. ``to-jsonl`` refuses scores of the board split: board queries
-never enter training. (``score --jsonl`` writes the same records on the GPU box.)
+never enter training. (``score --jsonl`` writes the same records on the GPU box.) ``--skip-sets``
+leaves sets out: the length sets, say, where the labelled length pairs are the better teacher.
 """
 
 from __future__ import annotations
@@ -149,12 +150,17 @@ def to_jsonl(args) -> None:
         raise SystemExit(f"{args.answers}: split {data.get('split')!r}; distillation data must come from "
                          "the train split (board queries never enter training)")
     sets = {s["name"]: s for s in _sets(args.sets)}
+    skip = set(getattr(args, "skip_sets", None) or ())
+    unknown = sorted(skip - {str(x) for x in z["sets"]})
+    if unknown:
+        raise SystemExit(f"--skip-sets {', '.join(unknown)}: not a criteria set of {args.scores} "
+                         f"(it holds {', '.join(map(str, z['sets']))})")
     models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
     n = 0
     done = _complete(z)
     with gzip.open(args.out, "wt") as f:
         for si, name in enumerate(z["sets"]):
-            if not done[si]:
+            if not done[si] or str(name) in skip:
                 continue
             s = sets[str(name)]
             crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
@@ -229,6 +235,8 @@ def main(argv=None) -> None:
     t.add_argument("--scores", required=True)
     t.add_argument("--sets", default="configs/distill_criteria_sets.yaml")
     t.add_argument("--out", required=True)
+    t.add_argument("--skip-sets", nargs="*", default=[],
+                   help="criteria sets to leave out, e.g. those labelled data already teaches better")
     r = sub.add_parser("report")
     r.add_argument("--answers", required=True)
     r.add_argument("--scores", required=True)

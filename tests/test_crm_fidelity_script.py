@@ -51,6 +51,17 @@ def test_to_jsonl_writes_soft_targets_for_every_scored_pair(tmp_path):
     assert samples["vivid:m2:q0"].preference == "model_b"
 
 
+def test_to_jsonl_leaves_out_skipped_sets_and_refuses_unknown_names(tmp_path):
+    args = _inputs(tmp_path, "train")
+    args.skip_sets = ["vivid"]
+    _script().to_jsonl(args)
+    assert read_samples(args.out) == []
+    args.skip_sets, args.out = ["vivd"], str(tmp_path / "other.jsonl.gz")
+    with pytest.raises(SystemExit, match="vivd: not a criteria set"):
+        _script().to_jsonl(args)
+    assert not Path(args.out).exists()
+
+
 def test_to_jsonl_refuses_board_answers(tmp_path):
     args = _inputs(tmp_path, "board")
     with pytest.raises(SystemExit, match="train split"):
