@@ -62,6 +62,17 @@ def _sets(path: str) -> list[dict]:
     return [{"name": s["name"], "likes": list(s.get("likes", [])), "avoid": list(s.get("avoid", []))} for s in sets]
 
 
+def _scored_sets(z, scores: str, sets_path: str) -> dict[str, dict]:
+    """The criteria of every set a scores file holds, from ``sets_path``; a set the file scored
+    but the YAML lacks fails here, before anything is written."""
+    sets = {s["name"]: s for s in _sets(sets_path)}
+    missing = [str(n) for n in z["sets"] if str(n) not in sets]
+    if missing:
+        raise SystemExit(f"{scores} scored sets that {sets_path} does not define: {', '.join(missing)}; "
+                         "pass the --sets file it was scored with")
+    return sets
+
+
 def _complete(z) -> np.ndarray:
     """Which sets a scores file holds; files from before per-set saving hold all of theirs."""
     return z["complete"] if "complete" in z.files else np.ones(len(z["sets"]), bool)
@@ -149,8 +160,8 @@ def to_jsonl(args) -> None:
     if data.get("split") != "train":
         raise SystemExit(f"{args.answers}: split {data.get('split')!r}; distillation data must come from "
                          "the train split (board queries never enter training)")
-    sets = {s["name"]: s for s in _sets(args.sets)}
-    skip = set(getattr(args, "skip_sets", None) or ())
+    sets = _scored_sets(z, args.scores, args.sets)
+    skip = set(args.skip_sets)
     unknown = sorted(skip - {str(x) for x in z["sets"]})
     if unknown:
         raise SystemExit(f"--skip-sets {', '.join(unknown)}: not a criteria set of {args.scores} "
@@ -158,7 +169,9 @@ def to_jsonl(args) -> None:
     models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
     n = 0
     done = _complete(z)
-    with gzip.open(args.out, "wt") as f:
+    out = Path(args.out)
+    tmp = out.with_name(out.name + ".tmp")  # renamed when complete: an interrupted run leaves no half file
+    with gzip.open(tmp, "wt") as f:
         for si, name in enumerate(z["sets"]):
             if not done[si] or str(name) in skip:
                 continue
@@ -173,6 +186,7 @@ def to_jsonl(args) -> None:
                     f.write(json.dumps(_record(str(name), crit, m, q["id"], q["text"], data["answers"][m][qi],
                                                data["answers"][base][qi], float(p))) + "\n")
                     n += 1
+    tmp.replace(out)
     print(f"wrote {args.out}: {n} distillation pairs")
 
 
@@ -183,7 +197,7 @@ def report(args) -> None:
     from usl.types import Criteria
 
     data, z = _load(args.answers), np.load(args.scores)
-    sets = {s["name"]: s for s in _sets(args.sets)}
+    sets = _scored_sets(z, args.scores, args.sets)
     judge = load_judge(args.fast)
     models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
     rows = []

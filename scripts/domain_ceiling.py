@@ -4,8 +4,9 @@ A supervised probe is trained to name the style of an answer (academy, business,
 plain) from the answers of the DSP queries that are *not* in the domain eval file, then judges the
 eval queries' pairs the way the domain eval file asks: under the criteria of style ``w``, the
 ``w`` answer should beat the ``l`` answer, i.e. the probe's log P(w | answer_w) > log P(w | answer_l).
-It is given the true style labels of 589 queries, which no CRM has, so its accuracy is a
-generous estimate of what this representation can reach on these answers.
+It is given the true style labels of the other queries (588 with all four styles, in our build),
+which no CRM has, so its accuracy is a generous estimate of what this representation can reach on
+these answers. Queries missing one of the styles are left out.
 
     python scripts/domain_ceiling.py --eval artifacts/data-full/eval/domain_style.jsonl [--contextual]
 
@@ -16,15 +17,15 @@ minute on 2 cores). Prints overall accuracy and accuracy per ``winner>loser`` co
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import numpy as np
 
 from usl.data.io import read_json
+from usl.data.pairs.dsp import DOMAIN_FAMILIES
+from usl.data.paper_jsonl import read_samples
 from usl.paths import shared_data
 
-STYLES = ("academy", "business", "literature", "normal")
+STYLES = tuple(DOMAIN_FAMILIES)  # academy, business, literature, normal (the paper's "original")
 
 
 def pairwise_accuracy(logp: np.ndarray) -> tuple[float, dict[str, float]]:
@@ -54,21 +55,22 @@ def main(argv=None) -> None:
         raise SystemExit("no data directory: pass --data or set USL_SHARED_DATA")
     items = [x for x in read_json(root / "style" / "dsp_domain_test.json.gz")
              if all(isinstance(x["responses"].get(k), str) and x["responses"][k].strip() for k in STYLES)]
-    test_q = {json.loads(line)["prompt"] for line in Path(args.eval).read_text().splitlines() if line.strip()}
+    test_q = {s.prompt for s in read_samples(args.eval)}
     is_test = np.array([x["query"] in test_q for x in items])
     texts = [x["responses"][k] for x in items for k in STYLES]
     y = np.tile(np.arange(len(STYLES)), len(items))
     rows = np.repeat(is_test, len(STYLES))
+    train_texts = [t for t, r in zip(texts, rows) if not r]
+    test_texts = [t for t, r in zip(texts, rows) if r]
     print(f"{int((~is_test).sum())} training queries, {int(is_test.sum())} test queries")
 
     probes = {"tf-idf words 1-2": TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True),
               "tf-idf chars 2-5": TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=3,
                                                   sublinear_tf=True, max_features=200_000)}
     for name, vec in probes.items():
-        train_texts = [t for t, r in zip(texts, rows) if not r]
         vec.fit(train_texts)
         clf = LogisticRegression(C=10, max_iter=3000).fit(vec.transform(train_texts), y[~rows])
-        logp = clf.predict_log_proba(vec.transform([t for t, r in zip(texts, rows) if r])).reshape(-1, 4, 4)
+        logp = clf.predict_log_proba(vec.transform(test_texts)).reshape(-1, 4, 4)
         acc, per = pairwise_accuracy(logp)
         print(f"{name}: {acc:.3f} {per}")
     if args.contextual:

@@ -36,7 +36,8 @@ def _inputs(tmp_path, split: str):
     scores = tmp_path / "scores.npz"
     np.savez(scores, P=P, qidx=np.array([0, 1]), sets=np.array(["vivid"]), models=np.array(["m1", "m2"]),
              judge=np.array("crm@test"))
-    return Namespace(answers=str(a), scores=str(scores), sets=str(sets), out=str(tmp_path / "distill.jsonl.gz"))
+    return Namespace(answers=str(a), scores=str(scores), sets=str(sets), out=str(tmp_path / "distill.jsonl.gz"),
+                     skip_sets=[])
 
 
 def test_to_jsonl_writes_soft_targets_for_every_scored_pair(tmp_path):
@@ -60,6 +61,14 @@ def test_to_jsonl_leaves_out_skipped_sets_and_refuses_unknown_names(tmp_path):
     with pytest.raises(SystemExit, match="vivd: not a criteria set"):
         _script().to_jsonl(args)
     assert not Path(args.out).exists()
+
+
+def test_to_jsonl_refuses_scores_of_sets_its_yaml_does_not_define(tmp_path):
+    args = _inputs(tmp_path, "train")
+    Path(args.sets).write_text("sets:\n  - name: plain\n    likes: [\"Plain words.\"]\n")
+    with pytest.raises(SystemExit, match="does not define: vivid"):
+        _script().to_jsonl(args)
+    assert not Path(args.out).exists() and not list(tmp_path.glob("*.tmp"))
 
 
 def test_to_jsonl_refuses_board_answers(tmp_path):
