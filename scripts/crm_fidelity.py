@@ -6,7 +6,10 @@
         after every set, and a rerun with the same --out resumes where an interrupted one stopped
         python scripts/crm_fidelity.py score --answers board.json.gz --sets configs/criteria_sets.yaml \
             --judge crm:runs/pairwise --n-queries 100 --out $OUT/full_board.npz
-    report (here): fast-path leaderboards against the full CRM's, Kendall tau per criteria set
+    report (here): fast-path leaderboards (or any judge's: --fast length, crm:DIR) against the full
+        CRM's, Kendall tau per criteria set; with
+        each board's tau with the models' mean answer length (how far a set is read as a length dial)
+        and the full CRM's split-half tau (how reproducible its own board is at half the queries)
         python scripts/crm_fidelity.py report --answers board.json.gz --scores full_board.npz
 
     to-jsonl (here): the full CRM's scores of train-split answers -> distillation pairs
@@ -190,6 +193,33 @@ def to_jsonl(args) -> None:
     print(f"wrote {args.out}: {n} distillation pairs")
 
 
+def _probs(judge, crit, queries: list[str], a: list[str], b: list[str]) -> np.ndarray:
+    """P(a beats b) per query, both orders averaged: the fast path's matrix call where the judge has
+    one, otherwise pairwise requests (any judge can be compared with the reference)."""
+    if hasattr(judge, "judge_matrix"):
+        return judge.judge_matrix(crit, queries, a, b)
+    from usl.judges.base import JudgeRequest
+
+    reqs = [r for q, x, y in zip(queries, a, b) for r in (JudgeRequest(crit, q, x, y), JudgeRequest(crit, q, y, x))]
+    v = judge.judge(reqs)
+    return np.array([0.5 * (v[2 * j].score_a + 1 - v[2 * j + 1].score_a) for j in range(len(queries))])
+
+
+def _split_half_tau(P: np.ndarray, draws: int = 20, seed: int = 0) -> float:
+    """Mean Kendall tau between the boards of two random halves of the queries: the reference
+    board's own reproducibility at half the queries (a ceiling on what any fast path can match)."""
+    from scipy.stats import kendalltau
+
+    rng, n = np.random.default_rng(seed), P.shape[1]
+    if n < 4:
+        return float("nan")
+    taus = []
+    for _ in range(draws):
+        perm = rng.permutation(n)
+        taus.append(kendalltau(np.nanmean(P[:, perm[: n // 2]], 1), np.nanmean(P[:, perm[n // 2:]], 1)).statistic)
+    return round(float(np.mean(taus)), 3)
+
+
 def report(args) -> None:
     from scipy.stats import kendalltau
 
@@ -202,6 +232,8 @@ def report(args) -> None:
     models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
     rows = []
     done = _complete(z)
+    words = np.array([np.mean([len(a.split()) for a in (data["answers"][m][qi] for qi in qidx) if a is not None] or [0])
+                      for m in models])
     for si, name in enumerate(z["sets"]):
         if not done[si]:
             log.warning("set %s was not scored (interrupted run): left out", name)
@@ -213,16 +245,22 @@ def report(args) -> None:
         for mi, m in enumerate(models):
             ks = [k for k, qi in enumerate(qidx) if data["answers"][m][qi] is not None and data["answers"][base][qi] is not None]
             qs = [data["queries"][qidx[k]]["text"] for k in ks]
-            fast[mi, ks] = judge.judge_matrix(crit, qs, [data["answers"][m][qidx[k]] for k in ks],
-                                              [data["answers"][base][qidx[k]] for k in ks])
+            fast[mi, ks] = _probs(judge, crit, qs, [data["answers"][m][qidx[k]] for k in ks],
+                                  [data["answers"][base][qidx[k]] for k in ks])
         wf, wq = np.nanmean(full, 1), np.nanmean(fast, 1)
         tau = kendalltau(wf, wq).statistic
         agree = np.nanmean((full > 0.5) == (fast > 0.5))
-        rows.append({"set": str(name), "kendall_tau": round(float(tau), 3), "pair_agreement": round(float(agree), 3)})
+        rows.append({"set": str(name), "kendall_tau": round(float(tau), 3), "pair_agreement": round(float(agree), 3),
+                     # how far each board is a length dial, and how reproducible the reference itself is
+                     "full_length_tau": round(float(kendalltau(wf, words).statistic), 3),
+                     "fast_length_tau": round(float(kendalltau(wq, words).statistic), 3),
+                     "full_split_half_tau": _split_half_tau(full)})
     taus = [r["kendall_tau"] for r in rows]
     out = {"fast": judge.identity, "full": str(z["judge"]), "n_sets": len(rows), "n_queries": int(len(qidx)),
            "mean_tau": round(float(np.mean(taus)), 3), "median_tau": round(float(np.median(taus)), 3),
-           "min_tau": round(float(np.min(taus)), 3), "sets": rows}
+           "min_tau": round(float(np.min(taus)), 3),
+           "median_full_split_half_tau": round(float(np.nanmedian([r["full_split_half_tau"] for r in rows])), 3),
+           "sets": rows}
     print(json.dumps(out, indent=2))
 
 

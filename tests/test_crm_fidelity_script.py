@@ -113,3 +113,33 @@ def test_score_treats_a_file_from_before_per_set_saving_as_finished(tmp_path):
     np.savez(args.out, P=P, qidx=z["qidx"], sets=z["sets"], models=z["models"], judge=z["judge"])
     mod.score(args)
     assert np.load(args.out)["P"][0, 0, 0] == 0.25
+
+
+def test_report_gives_tau_length_coupling_and_the_references_split_half_tau(tmp_path, capsys):
+    # three models whose answers grow longer m1 < m2 < m3; the reference orders them the same way on
+    # every query, so its board, its halves' boards and the `length` judge's board all agree
+    # (the baseline's answers alternate 3 and 7 words, so `length` gives m1, m2, m3 win rates 0, 0.5, 1)
+    words = {"base": [3, 7, 3, 7], "m1": [1] * 4, "m2": [5] * 4, "m3": [9] * 4}
+    answers = {"split": "board", "baseline": "base", "models": ["m1", "m2", "m3"],
+               "queries": [{"id": f"q{i}", "text": f"Question {i}?"} for i in range(4)],
+               "answers": {m: [" ".join(["word"] * n) for n in ns] for m, ns in words.items()}}
+    a = tmp_path / "board.json.gz"
+    with gzip.open(a, "wt") as f:
+        json.dump(answers, f)
+    sets = tmp_path / "sets.yaml"
+    sets.write_text("sets:\n  - name: long\n    likes: [\"Long answers.\"]\n")
+    P = np.tile(np.array([0.2, 0.5, 0.8], np.float32)[None, :, None], (1, 1, 4))
+    scores = tmp_path / "full.npz"
+    np.savez(scores, P=P, qidx=np.arange(4), sets=np.array(["long"]), models=np.array(["m1", "m2", "m3"]),
+             judge=np.array("crm@test"))
+    _script().report(Namespace(answers=str(a), scores=str(scores), sets=str(sets), fast="length"))
+    out = json.loads(capsys.readouterr().out)
+    row = out["sets"][0]
+    assert row["kendall_tau"] == 1.0 and row["full_length_tau"] == 1.0 and row["fast_length_tau"] == 1.0
+    assert row["full_split_half_tau"] == 1.0 and out["median_full_split_half_tau"] == 1.0
+    # the reference reversed: a board that is a length dial the other way
+    np.savez(scores, P=P[:, ::-1], qidx=np.arange(4), sets=np.array(["long"]), models=np.array(["m1", "m2", "m3"]),
+             judge=np.array("crm@test"))
+    _script().report(Namespace(answers=str(a), scores=str(scores), sets=str(sets), fast="length"))
+    row = json.loads(capsys.readouterr().out)["sets"][0]
+    assert row["kendall_tau"] == -1.0 and row["full_length_tau"] == -1.0 and row["fast_length_tau"] == 1.0

@@ -221,7 +221,8 @@ def test_criteria_only_distillation_uses_are_never_drawn_as_unrelated_noise():
     assert pools["s"].tolist() == [1, 3] and pools["t"].tolist() == [0, 3]
 
 
-def test_distillation_teaches_a_criterion_no_labelled_pair_has(tmp_path, home):
+@pytest.mark.parametrize("criteria_only", [False, True])
+def test_distillation_teaches_a_criterion_no_labelled_pair_has(tmp_path, home, criteria_only):
     from pathlib import Path
 
     from usl.crm.fast_train import FastTrainConfig, train_fast
@@ -239,12 +240,29 @@ def test_distillation_teaches_a_criterion_no_labelled_pair_has(tmp_path, home):
     out = tmp_path / "model"
     report = train_fast(FastTrainConfig(train=[str(train)], dev=[str(dev)], distill=[str(distill)], out=str(out),
                                         epochs=6, batch_size=16, lr=5e-3, hidden=16, patience=6,
-                                        distill_per_epoch=32), Path(home) / "cache")
+                                        distill_per_epoch=32, distill_criteria_only=criteria_only),
+                        Path(home) / "cache")
     assert report["n_distill"] == 64 and report["best_dev_accuracy"] >= 0.9
     judge = FastJudge(out, home=home)
     q = "What is the capital of France? #99"
     v = judge.judge([JudgeRequest(Criteria(("Write like a lawyer drafting a contract.",)), q, LONG, SHORT)])
     assert v[0].p_a > 0.6
+
+
+def test_pair_logits_without_answer_grad_train_only_the_criteria_side():
+    torch.manual_seed(0)
+    cfg = FastCRMConfig(dim=8, hidden=4, features=FEATURES, n_features=len(FEATURES), crit_noise=0.0)
+    model = FastCRM(cfg, vocab_size=10)
+    A = model.answer_repr(torch.randn(4, 8), torch.randn(4, len(FEATURES)), torch.rand(4))
+    C = model.criteria_repr(torch.randn(2, 8 + len(cfg.lexicon)))
+    args = (C, A, torch.tensor([0, 1]), torch.tensor([2, 3]), torch.tensor([0, 1, 0]),
+            torch.tensor([1.0, -1.0, 1.0]), torch.tensor([0, 0, 1]), 2)
+    held = model.pair_logits(*args, answer_grad=False)
+    torch.testing.assert_close(held, model.pair_logits(*args))     # the same logits, only the gradient differs
+    held.sum().backward()
+    answer_side = [model.resp_sem, model.quality]
+    assert all(q.grad is None for m in answer_side for q in m.parameters()) and model.beta.grad is None
+    assert any(q.grad is not None and q.grad.abs().sum() > 0 for q in model.crit_sem.parameters())
 
 
 def test_a_distillation_pair_without_a_probability_is_refused(tmp_path, home):

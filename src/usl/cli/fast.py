@@ -29,6 +29,9 @@ def register(app: typer.Typer) -> None:
                                                                 "(p_a), from scripts/crm_fidelity.py; repeatable."),
         distill_per_epoch: int = typer.Option(20000, help="Distillation pairs drawn per epoch."),
         distill_weight: float = typer.Option(1.0, help="Loss weight of a distillation pair."),
+        distill_criteria_only: bool = typer.Option(False, help="Distillation pairs train only how criteria read "
+                                                               "the answers, not the answer vectors or the quality "
+                                                               "head."),
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
@@ -38,7 +41,8 @@ def register(app: typer.Typer) -> None:
             cfg = FastTrainConfig(train=list(train), dev=list(dev), out=out, epochs=epochs, seed=seed,
                                   hidden=hidden, lr=lr, encoder_lr=encoder_lr,
                                   batch_size=batch_size, reword_prob=reword_prob, distill=list(distill),
-                                  distill_per_epoch=distill_per_epoch, distill_weight=distill_weight)
+                                  distill_per_epoch=distill_per_epoch, distill_weight=distill_weight,
+                                  distill_criteria_only=distill_criteria_only)
             report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
         typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],
                                "seconds": report["seconds"]}))

@@ -55,6 +55,9 @@ class FastTrainConfig:
                                metadata={"help": "Distillation JSONL: pairs labelled by the full CRM (p_a)."})
     distill_per_epoch: int = field(default=20000, metadata={"help": "Distillation pairs drawn per epoch."})
     distill_weight: float = field(default=1.0, metadata={"help": "Loss weight of a distillation pair."})
+    distill_criteria_only: bool = field(default=False, metadata={
+        "help": "Distillation pairs train only the criteria side: how criteria read the answers. The answer "
+                "vectors and the quality head then learn from labelled pairs alone."})
     oversample: dict = field(default_factory=lambda: {"human/": 3},
                              metadata={"help": "Source prefix -> how many times its samples appear per epoch."})
 
@@ -108,8 +111,9 @@ def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[
 
 
 def _batch_logits(model: FastCRM, bank: AnswerBank, E, enc: _Encoded, idx: np.ndarray,
-                  crit: list[list[int]], sign: list[list[float]]) -> torch.Tensor:
-    """E: a (n_criteria, d) tensor of criterion embeddings, or a function ids -> embeddings."""
+                  crit: list[list[int]], sign: list[list[float]], frozen_answers: bool = False) -> torch.Tensor:
+    """E: a (n_criteria, d) tensor of criterion embeddings, or a function ids -> embeddings.
+    ``frozen_answers``: distillation pairs train only the criteria side (see FastTrainConfig)."""
     rows, inv = np.unique(np.concatenate([enc.a[idx], enc.b[idx]]), return_inverse=True)
     A = model.answer_repr(as_tensor(bank.r[rows]), as_tensor(bank.feats[rows]), as_tensor(bank.cos_q[rows]))
     n = len(idx)
@@ -117,9 +121,13 @@ def _batch_logits(model: FastCRM, bank: AnswerBank, E, enc: _Encoded, idx: np.nd
     ucrit, cinv = np.unique(np.asarray(flat, dtype=np.int64), return_inverse=True)
     C = model.criteria_repr(E(ucrit) if callable(E) else E[torch.from_numpy(ucrit)])
     pair = np.repeat(np.arange(n), [len(cs) for cs in crit])
-    return model.pair_logits(C, A, torch.from_numpy(inv[:n]), torch.from_numpy(inv[n:]),
-                             torch.from_numpy(cinv), torch.tensor([g for gs in sign for g in gs]),
-                             torch.from_numpy(pair), n)
+    args = (C, A, torch.from_numpy(inv[:n]), torch.from_numpy(inv[n:]), torch.from_numpy(cinv),
+            torch.tensor([g for gs in sign for g in gs]), torch.from_numpy(pair), n)
+    logits = model.pair_logits(*args)
+    held = enc.distill[idx] & frozen_answers
+    if held.any():  # the same logits, but no gradient to the answer side from these pairs
+        logits = torch.where(torch.from_numpy(held), model.pair_logits(*args, answer_grad=False), logits)
+    return logits
 
 
 def _foreign_pools(enc: _Encoded, n_crit: int) -> dict[str, np.ndarray]:
@@ -270,7 +278,8 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
         for i in range(0, len(order), cfg.batch_size):
             idx = order[i:i + cfg.batch_size]
             crit, sign = _noisy(tr, idx, erng, pools, cfg, wordings)
-            logits = _batch_logits(model, bank, batch_criteria if tune else E_frozen, tr, idx, crit, sign)
+            logits = _batch_logits(model, bank, batch_criteria if tune else E_frozen, tr, idx, crit, sign,
+                                   frozen_answers=cfg.distill_criteria_only)
             w = weight[torch.from_numpy(idx)]
             loss = (loss_fn(logits, torch.from_numpy(tr.y[idx])) * w).sum() / w.sum()
             opt.zero_grad()
