@@ -65,6 +65,29 @@ def _sets(path: str) -> list[dict]:
     return [{"name": s["name"], "likes": list(s.get("likes", [])), "avoid": list(s.get("avoid", []))} for s in sets]
 
 
+def _board(data: dict):
+    """The exported answers as the leaderboard engine's ``Answers``, so boards are scored by the
+    same job code (``usl.leaderboard.jobs.score``: matrix path or both orders) as the app's."""
+    from usl.leaderboard.answers import Answers
+    from usl.types import Benchmark, Query
+
+    queries = tuple(Query(str(q["id"]), q["text"]) for q in data["queries"])
+    bench = Benchmark(f"export-{data['split']}", queries, tuple(data["models"]) + (data["baseline"],),
+                      data["baseline"])
+    return Answers(bench, {(q.id, m): t for m, ts in data["answers"].items() for q, t in zip(queries, ts)
+                           if t is not None})
+
+
+def _board_scores(answers, judge, crit, models: list[str], query_ids: list[str]) -> np.ndarray:
+    """(models, queries) P(model beats baseline), both orders averaged; NaN where either is missing."""
+    from usl.leaderboard.jobs import JobConfig, ScoringJob
+    from usl.leaderboard.jobs import score as score_job
+
+    job = ScoringJob(crit, answers.benchmark.baseline, tuple(models), tuple(query_ids))
+    # one judge call per set, as many requests as it takes: the judge batches on its own device
+    return score_job(answers, judge, job, config=JobConfig(batch_size=1 << 30))
+
+
 def _scored_sets(z, scores: str, sets_path: str) -> dict[str, dict]:
     """The criteria of every set a scores file holds, from ``sets_path``; a set the file scored
     but the YAML lacks fails here, before anything is written."""
@@ -87,7 +110,6 @@ def _subset(n_total: int, n: int | None, seed: int) -> np.ndarray:
 
 
 def score(args) -> None:
-    from usl.judges.base import JudgeRequest
     from usl.judges.registry import load_judge
     from usl.types import Criteria
 
@@ -117,30 +139,23 @@ def score(args) -> None:
 
     jsonl = gzip.open(args.jsonl, "wt") if args.jsonl else None
     t0, done = time.time(), 0
+    answers, qids = _board(data), [str(data["queries"][qi]["id"]) for qi in qidx]
     for si, s in enumerate(sets):
         if complete[si]:
             continue
         crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
-        cells, reqs = [], []
-        for mi, m in enumerate(models):
-            for k, qi in enumerate(qidx):
-                a, b = data["answers"][m][qi], data["answers"][base][qi]
-                if a is None or b is None:
-                    continue
-                q = data["queries"][qi]["text"]
-                cells.append((mi, k, q, a, b))
-                reqs += [JudgeRequest(crit, q, a, b), JudgeRequest(crit, q, b, a)]
-        v = judge.judge(reqs)
-        for j, (mi, k, q, a, b) in enumerate(cells):
-            p = 0.5 * (v[2 * j].score_a + 1 - v[2 * j + 1].score_a)
-            P[si, mi, k] = p
-            if jsonl:
-                rec = _record(s["name"], crit, models[mi], data["queries"][qidx[k]]["id"], q, a, b, p)
+        P[si] = _board_scores(answers, judge, crit, models, qids)
+        cells = np.argwhere(~np.isnan(P[si]))
+        if jsonl:
+            for mi, k in cells.tolist():
+                q = data["queries"][qidx[k]]
+                rec = _record(s["name"], crit, models[mi], q["id"], q["text"], data["answers"][models[mi]][qidx[k]],
+                              data["answers"][base][qidx[k]], float(P[si, mi, k]))
                 jsonl.write(json.dumps(rec) + "\n")
-        done += len(reqs)
+        done += 2 * len(cells)
         complete[si] = True
         save()
-        log.info("set %d/%d %s: %d judgments, %.0f/s", si + 1, len(sets), s["name"], len(reqs),
+        log.info("set %d/%d %s: %d judgments, %.0f/s", si + 1, len(sets), s["name"], 2 * len(cells),
                  done / (time.time() - t0))
     if jsonl:
         jsonl.close()
@@ -193,18 +208,6 @@ def to_jsonl(args) -> None:
     print(f"wrote {args.out}: {n} distillation pairs")
 
 
-def _probs(judge, crit, queries: list[str], a: list[str], b: list[str]) -> np.ndarray:
-    """P(a beats b) per query, both orders averaged: the fast path's matrix call where the judge has
-    one, otherwise pairwise requests (any judge can be compared with the reference)."""
-    if hasattr(judge, "judge_matrix"):
-        return judge.judge_matrix(crit, queries, a, b)
-    from usl.judges.base import JudgeRequest
-
-    reqs = [r for q, x, y in zip(queries, a, b) for r in (JudgeRequest(crit, q, x, y), JudgeRequest(crit, q, y, x))]
-    v = judge.judge(reqs)
-    return np.array([0.5 * (v[2 * j].score_a + 1 - v[2 * j + 1].score_a) for j in range(len(queries))])
-
-
 def _split_half_tau(P: np.ndarray, draws: int = 20, seed: int = 0) -> float:
     """Mean Kendall tau between the boards of two random halves of the queries: the reference
     board's own reproducibility at half the queries (a ceiling on what any fast path can match)."""
@@ -229,11 +232,11 @@ def report(args) -> None:
     data, z = _load(args.answers), np.load(args.scores)
     sets = _scored_sets(z, args.scores, args.sets)
     judge = load_judge(args.fast)
-    models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
+    models, qidx = list(z["models"]), z["qidx"]
     rows = []
     done = _complete(z)
-    words = np.array([np.mean([len(a.split()) for a in (data["answers"][m][qi] for qi in qidx) if a is not None] or [0])
-                      for m in models])
+    answers, qids = _board(data), [str(data["queries"][qi]["id"]) for qi in qidx]
+    words = np.nanmean(answers.lengths(models, qids), 1)   # each model's mean answer length
     for si, name in enumerate(z["sets"]):
         if not done[si]:
             log.warning("set %s was not scored (interrupted run): left out", name)
@@ -241,12 +244,7 @@ def report(args) -> None:
         s = sets[str(name)]
         crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
         full = z["P"][si]
-        fast = np.full_like(full, np.nan)
-        for mi, m in enumerate(models):
-            ks = [k for k, qi in enumerate(qidx) if data["answers"][m][qi] is not None and data["answers"][base][qi] is not None]
-            qs = [data["queries"][qidx[k]]["text"] for k in ks]
-            fast[mi, ks] = _probs(judge, crit, qs, [data["answers"][m][qidx[k]] for k in ks],
-                                  [data["answers"][base][qidx[k]] for k in ks])
+        fast = _board_scores(answers, judge, crit, models, qids)
         wf, wq = np.nanmean(full, 1), np.nanmean(fast, 1)
         tau = kendalltau(wf, wq).statistic
         agree = np.nanmean((full > 0.5) == (fast > 0.5))

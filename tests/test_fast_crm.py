@@ -249,20 +249,37 @@ def test_distillation_teaches_a_criterion_no_labelled_pair_has(tmp_path, home, c
     assert v[0].p_a > 0.6
 
 
-def test_pair_logits_without_answer_grad_train_only_the_criteria_side():
+def test_held_pairs_train_only_the_criteria_side():
     torch.manual_seed(0)
     cfg = FastCRMConfig(dim=8, hidden=4, features=FEATURES, n_features=len(FEATURES), crit_noise=0.0)
-    model = FastCRM(cfg, vocab_size=10)
-    A = model.answer_repr(torch.randn(4, 8), torch.randn(4, len(FEATURES)), torch.rand(4))
-    C = model.criteria_repr(torch.randn(2, 8 + len(cfg.lexicon)))
-    args = (C, A, torch.tensor([0, 1]), torch.tensor([2, 3]), torch.tensor([0, 1, 0]),
-            torch.tensor([1.0, -1.0, 1.0]), torch.tensor([0, 0, 1]), 2)
-    held = model.pair_logits(*args, answer_grad=False)
-    torch.testing.assert_close(held, model.pair_logits(*args))     # the same logits, only the gradient differs
-    held.sum().backward()
-    answer_side = [model.resp_sem, model.quality]
-    assert all(q.grad is None for m in answer_side for q in m.parameters()) and model.beta.grad is None
-    assert any(q.grad is not None and q.grad.abs().sum() > 0 for q in model.crit_sem.parameters())
+    model = FastCRM(cfg, vocab_size=10).eval()     # no dropout: the calls below must be comparable
+    r, f, q, x = torch.randn(4, 8), torch.randn(4, len(FEATURES)), torch.rand(4), torch.randn(2, 8 + len(cfg.lexicon))
+    # pair 0 (answers 0 vs 2) under criteria 0 and 1, pair 1 (answers 1 vs 3) under criterion 0
+    pairs = (torch.tensor([0, 1]), torch.tensor([2, 3]), torch.tensor([0, 1, 0]), torch.tensor([1.0, -1.0, 1.0]),
+             torch.tensor([0, 0, 1]), 2)
+    answer_side = [*model.resp_sem.parameters(), *model.quality.parameters(), model.beta]
+    criteria_side = list(model.crit_sem.parameters())
+
+    def grads(held, pick):   # gradients of the chosen pairs' summed logits
+        model.zero_grad(set_to_none=True)
+        logits = model.pair_logits(model.criteria_repr(x), model.answer_repr(r, f, q), *pairs, held=held)
+        logits[pick].sum().backward()
+        return logits.detach(), [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+                                 for p in answer_side + criteria_side]
+
+    free, g_free = grads(None, [0, 1])
+    mixed, g_mixed = grads(torch.tensor([False, True]), [0, 1])
+    _, g_first = grads(None, [0])
+    torch.testing.assert_close(mixed, free)                   # holding a pair changes no logit
+    n = len(answer_side)
+    for a, b in zip(g_mixed[:n], g_first[:n]):                # the answer side learns from pair 0 alone
+        torch.testing.assert_close(a, b)
+    assert any(not torch.allclose(a, b) for a, b in zip(g_mixed[:n], g_free[:n]))
+    for a, b in zip(g_mixed[n:], g_free[n:]):                 # the criteria side from both pairs
+        torch.testing.assert_close(a, b)
+    assert any(not torch.allclose(a, b) for a, b in zip(g_mixed[n:], g_first[n:]))
+    _, g_held = grads(torch.tensor([True, True]), [0, 1])
+    assert all(not g.any() for g in g_held[:n]) and any(g.any() for g in g_held[n:])
 
 
 def test_a_distillation_pair_without_a_probability_is_refused(tmp_path, home):

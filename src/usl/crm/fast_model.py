@@ -102,27 +102,30 @@ class FastCRM(nn.Module):
     # -- pairs (training and judging) --------------------------------------------------------------
     def pair_logits(self, C: dict, A: dict, a_idx: torch.Tensor, b_idx: torch.Tensor,
                     crit_idx: torch.Tensor, crit_sign: torch.Tensor, crit_pair: torch.Tensor,
-                    n_pairs: int, answer_grad: bool = True) -> torch.Tensor:
+                    n_pairs: int, held: torch.Tensor | None = None) -> torch.Tensor:
         """Logit that answer a beats answer b, for n_pairs pairs.
 
         crit_idx/crit_sign/crit_pair (M,) list each (criterion, pair) membership: pair p is judged
-        under criteria {crit_idx[m] : crit_pair[m] == p} with signs crit_sign[m]. With
-        ``answer_grad=False`` no gradient reaches the answer side (A's tensors and the quality
-        weight): only how criteria read the answers is trained.
+        under criteria {crit_idx[m] : crit_pair[m] == p} with signs crit_sign[m]. ``held`` (n_pairs,)
+        bool marks pairs whose gradient must not reach the answer side (the answer vectors, the
+        quality head and its weight): they train only how criteria read the answers. The logits
+        themselves do not depend on it.
         """
-        beta = self.beta
-        if not answer_grad:
-            A, beta = {k: v.detach() for k, v in A.items()}, beta.detach()
         u, g, e = C["u"][crit_idx], C["g"][crit_idx], C["e"][crit_idx]
         pa, pb = a_idx[crit_pair], b_idx[crit_pair]
         dz = A["z"][pa] - A["z"][pb]
+        if held is not None:
+            dz = torch.where(held[crit_pair, None], dz.detach(), dz)
         df = A["f"][pa] - A["f"][pb]
         dr = A["r"][pa] - A["r"][pb]
         prior = nn.functional.softplus(self.gamma) * C["len"][crit_idx] * df[:, self._f_len]
         per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1) + prior)
         total = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, per)
         count = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, torch.ones_like(per))
-        return total / count.clamp(min=1) + beta * (A["quality"][a_idx] - A["quality"][b_idx])
+        quality = self.beta * (A["quality"][a_idx] - A["quality"][b_idx])
+        if held is not None:
+            quality = torch.where(held, quality.detach(), quality)
+        return total / count.clamp(min=1) + quality
 
     # -- persistence -------------------------------------------------------------------------------
     def save(self, out_dir: str | Path, extra: dict | None = None) -> None:

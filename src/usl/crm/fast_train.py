@@ -121,13 +121,10 @@ def _batch_logits(model: FastCRM, bank: AnswerBank, E, enc: _Encoded, idx: np.nd
     ucrit, cinv = np.unique(np.asarray(flat, dtype=np.int64), return_inverse=True)
     C = model.criteria_repr(E(ucrit) if callable(E) else E[torch.from_numpy(ucrit)])
     pair = np.repeat(np.arange(n), [len(cs) for cs in crit])
-    args = (C, A, torch.from_numpy(inv[:n]), torch.from_numpy(inv[n:]), torch.from_numpy(cinv),
-            torch.tensor([g for gs in sign for g in gs]), torch.from_numpy(pair), n)
-    logits = model.pair_logits(*args)
-    held = enc.distill[idx] & frozen_answers
-    if held.any():  # the same logits, but no gradient to the answer side from these pairs
-        logits = torch.where(torch.from_numpy(held), model.pair_logits(*args, answer_grad=False), logits)
-    return logits
+    return model.pair_logits(C, A, torch.from_numpy(inv[:n]), torch.from_numpy(inv[n:]),
+                             torch.from_numpy(cinv), torch.tensor([g for gs in sign for g in gs]),
+                             torch.from_numpy(pair), n,
+                             held=torch.from_numpy(enc.distill[idx]) if frozen_answers else None)
 
 
 def _foreign_pools(enc: _Encoded, n_crit: int) -> dict[str, np.ndarray]:
