@@ -56,8 +56,36 @@ def export(args) -> None:
 
 
 def _load(path: str) -> dict:
-    with gzip.open(path, "rt") as f:
-        return json.load(f)
+    try:
+        with gzip.open(path, "rt") as f:
+            data = json.load(f)
+    except (OSError, EOFError, ValueError) as e:   # missing, not gzip, not JSON
+        raise SystemExit(f"{path}: cannot read an answers export ({e}); make one with "
+                         "`python scripts/crm_fidelity.py export`") from None
+    missing = [k for k in ("split", "baseline", "models", "queries", "answers") if k not in data]
+    if missing:
+        raise SystemExit(f"{path}: not an answers export (no field {', '.join(missing)})")
+    return data
+
+
+def _scores(path: str, data: dict, answers_path: str):
+    """A scores file, checked against the answers export it is read with: the same models, and the
+    same queries at the scored positions (files from before ``query_ids`` was saved: in range)."""
+    try:
+        z = np.load(path)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"{path}: cannot read a scores file ({e})") from None
+    absent = [str(m) for m in z["models"] if str(m) not in data["answers"]]
+    qidx = z["qidx"]
+    if absent or (len(qidx) and qidx.max() >= len(data["queries"])) or (
+            "query_ids" in z.files and [str(data["queries"][i]["id"]) for i in qidx] != z["query_ids"].tolist()):
+        raise SystemExit(f"{path} was not scored from {answers_path}" +
+                         (f" (models it lacks: {', '.join(absent)})" if absent else " (other queries)") +
+                         "; pass the --answers file it was scored with")
+    if "query_ids" not in z.files:
+        log.warning("%s predates saved query ids: only checked that its models and query positions fit %s",
+                    path, answers_path)
+    return z
 
 
 def _sets(path: str) -> list[dict]:
@@ -114,9 +142,13 @@ def score(args) -> None:
     from usl.types import Criteria
 
     data, sets = _load(args.answers), _sets(args.sets)
-    judge = load_judge(args.judge, device=args.device, batch_size=args.batch_size)
+    try:
+        judge = load_judge(args.judge, device=args.device, batch_size=args.batch_size)
+    except ValueError as e:
+        raise SystemExit(f"--judge: {e}") from None
     qidx = _subset(len(data["queries"]), args.n_queries, args.seed)
     models, base = data["models"], data["baseline"]
+    answers, qids = _board(data), [str(data["queries"][qi]["id"]) for qi in qidx]
     names = np.array([s["name"] for s in sets])
     P = np.full((len(sets), len(models), len(qidx)), np.nan, np.float32)
     complete = np.zeros(len(sets), bool)
@@ -124,7 +156,8 @@ def score(args) -> None:
     if out.exists():  # resume: the sets an interrupted run finished are kept, if it scored the same thing
         z = np.load(out)
         same = (str(z["judge"]) == judge.identity and np.array_equal(z["qidx"], qidx)
-                and np.array_equal(z["sets"], names) and list(z["models"]) == models)
+                and np.array_equal(z["sets"], names) and list(z["models"]) == models
+                and ("query_ids" not in z.files or z["query_ids"].tolist() == qids))
         if not same:
             raise SystemExit(f"{out} holds scores of another judge, query subset, set list or model list; "
                              "move it away or name another --out")
@@ -133,13 +166,12 @@ def score(args) -> None:
 
     def save() -> None:  # after every set, atomically: a killed run keeps what it finished
         tmp = out.with_name(out.name + ".tmp.npz")
-        np.savez(tmp, P=P, qidx=qidx, sets=names, models=np.array(models), judge=np.array(judge.identity),
-                 complete=complete)
+        np.savez(tmp, P=P, qidx=qidx, query_ids=np.array(qids), sets=names, models=np.array(models),
+                 judge=np.array(judge.identity), complete=complete)
         tmp.replace(out)
 
     jsonl = gzip.open(args.jsonl, "wt") if args.jsonl else None
     t0, done = time.time(), 0
-    answers, qids = _board(data), [str(data["queries"][qi]["id"]) for qi in qidx]
     for si, s in enumerate(sets):
         if complete[si]:
             continue
@@ -174,7 +206,8 @@ def _record(set_name: str, crit, model: str, qid, q: str, a: str, b: str, p: flo
 def to_jsonl(args) -> None:
     from usl.types import Criteria
 
-    data, z = _load(args.answers), np.load(args.scores)
+    data = _load(args.answers)
+    z = _scores(args.scores, data, args.answers)
     if data.get("split") != "train":
         raise SystemExit(f"{args.answers}: split {data.get('split')!r}; distillation data must come from "
                          "the train split (board queries never enter training)")
@@ -208,19 +241,24 @@ def to_jsonl(args) -> None:
     print(f"wrote {args.out}: {n} distillation pairs")
 
 
-def _split_half_tau(P: np.ndarray, draws: int = 20, seed: int = 0) -> float:
+def _split_half_tau(P: np.ndarray, draws: int = 20, seed: int = 0) -> float | None:
     """Mean Kendall tau between the boards of two random halves of the queries: the reference
     board's own reproducibility at half the queries (a ceiling on what any fast path can match)."""
     from scipy.stats import kendalltau
 
     rng, n = np.random.default_rng(seed), P.shape[1]
-    if n < 4:
-        return float("nan")
+    if n < 4:   # too few queries to split
+        return None
     taus = []
     for _ in range(draws):
         perm = rng.permutation(n)
         taus.append(kendalltau(np.nanmean(P[:, perm[: n // 2]], 1), np.nanmean(P[:, perm[n // 2:]], 1)).statistic)
     return round(float(np.mean(taus)), 3)
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    finite = [v for v in values if v is not None and np.isfinite(v)]
+    return round(float(np.median(finite)), 3) if finite else None
 
 
 def report(args) -> None:
@@ -229,9 +267,13 @@ def report(args) -> None:
     from usl.judges.registry import load_judge
     from usl.types import Criteria
 
-    data, z = _load(args.answers), np.load(args.scores)
+    data = _load(args.answers)
+    z = _scores(args.scores, data, args.answers)
     sets = _scored_sets(z, args.scores, args.sets)
-    judge = load_judge(args.fast)
+    try:
+        judge = load_judge(args.fast)
+    except ValueError as e:
+        raise SystemExit(f"--fast: {e}") from None
     models, qidx = list(z["models"]), z["qidx"]
     rows = []
     done = _complete(z)
@@ -257,7 +299,7 @@ def report(args) -> None:
     out = {"fast": judge.identity, "full": str(z["judge"]), "n_sets": len(rows), "n_queries": int(len(qidx)),
            "mean_tau": round(float(np.mean(taus)), 3), "median_tau": round(float(np.median(taus)), 3),
            "min_tau": round(float(np.min(taus)), 3),
-           "median_full_split_half_tau": round(float(np.nanmedian([r["full_split_half_tau"] for r in rows])), 3),
+           "median_full_split_half_tau": _median_or_none([r["full_split_half_tau"] for r in rows]),
            "sets": rows}
     print(json.dumps(out, indent=2))
 

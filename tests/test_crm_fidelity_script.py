@@ -143,3 +143,29 @@ def test_report_gives_tau_length_coupling_and_the_references_split_half_tau(tmp_
     _script().report(Namespace(answers=str(a), scores=str(scores), sets=str(sets), fast="length"))
     row = json.loads(capsys.readouterr().out)["sets"][0]
     assert row["kendall_tau"] == -1.0 and row["full_length_tau"] == -1.0 and row["fast_length_tau"] == 1.0
+
+
+def test_scores_are_read_only_with_the_answers_they_were_scored_from(tmp_path, capsys):
+    mod, args = _script(), _score_args(tmp_path)
+    mod.score(args)
+    capsys.readouterr()
+    assert np.load(args.out)["query_ids"].tolist() == ["q0", "q1"]
+    report = Namespace(answers=args.answers, scores=args.out, sets=args.sets, fast="length")
+    mod.report(report)
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_sets"] == 2 and out["median_full_split_half_tau"] is None   # two queries cannot be split
+    with gzip.open(args.answers, "rt") as f:                  # the same export, its queries in another order
+        data = json.load(f)
+    data["queries"].reverse()
+    data["answers"] = {m: a[::-1] for m, a in data["answers"].items()}
+    other = tmp_path / "other.json.gz"
+    with gzip.open(other, "wt") as f:
+        json.dump(data, f)
+    with pytest.raises(SystemExit, match="was not scored from .*other queries"):
+        mod.report(Namespace(answers=str(other), scores=args.out, sets=args.sets, fast="length"))
+    with pytest.raises(SystemExit, match="another judge, query subset"):   # nor resumed with them
+        mod.score(Namespace(**{**vars(args), "answers": str(other)}))
+    with pytest.raises(SystemExit, match="missing.json.gz: cannot read an answers export"):
+        mod.report(Namespace(**{**vars(report), "answers": str(tmp_path / "missing.json.gz")}))
+    with pytest.raises(SystemExit, match="--fast: unknown judge 'bogus'"):
+        mod.report(Namespace(**{**vars(report), "fast": "bogus"}))
