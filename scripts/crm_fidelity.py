@@ -11,6 +11,14 @@
         each board's tau with the models' mean answer length (how far a set is read as a length dial)
         and the full CRM's split-half tau (how reproducible its own board is at half the queries)
         python scripts/crm_fidelity.py report --answers board.json.gz --scores full_board.npz
+        (--refine-queries 10,20,40: also the refined board's tau after that many queries judged by
+        the full CRM, the rest estimated from the fast path, as `usl rank --refine` does)
+
+    refine-live (here): progressive refinement for real (usl rank --refine): the reference judges
+        --queries queries per set on this machine; seconds, and the refined board's tau with the
+        reference's whole board from the scores file
+        python scripts/crm_fidelity.py refine-live --answers board.json.gz --scores full_board.npz \
+            --names creative,formal --queries 20 --home $USL_HOME
 
     to-jsonl (here): the full CRM's scores of train-split answers -> distillation pairs
         python scripts/crm_fidelity.py to-jsonl --answers train.json.gz --scores distill_train.npz \
@@ -256,6 +264,31 @@ def _split_half_tau(P: np.ndarray, draws: int = 20, seed: int = 0) -> float | No
     return round(float(np.mean(taus)), 3)
 
 
+def _refined_taus(boards: list[tuple[np.ndarray, np.ndarray]], ks: list[int], draws: int) -> list[dict]:
+    """Progressive refinement (``usl.leaderboard.refine``) replayed on scored boards: the reference's
+    scores of ``k`` random queries plus the fast judge's of all, against the reference's whole
+    board; per ``k``, the median and mean over sets of the tau averaged over ``draws`` draws."""
+    from scipy.stats import kendalltau
+
+    from usl.leaderboard.refine import refine
+
+    out = []
+    for k in ks:
+        per_set = []
+        for si, (fast, full) in enumerate(boards):
+            rng, wf = np.random.default_rng(si), np.nanmean(full, 1)
+            taus = []
+            for _ in range(draws):
+                seen = np.full(full.shape, np.nan)
+                cols = rng.permutation(full.shape[1])[:k]
+                seen[:, cols] = full[:, cols]
+                taus.append(kendalltau(refine(fast, seen).summary.win_rate, wf).statistic)
+            per_set.append(float(np.mean(taus)))
+        out.append({"queries_judged": k, "median_tau": round(float(np.median(per_set)), 3),
+                    "mean_tau": round(float(np.mean(per_set)), 3), "min_tau": round(float(np.min(per_set)), 3)})
+    return out
+
+
 def _median_or_none(values: list[float | None]) -> float | None:
     finite = [v for v in values if v is not None and np.isfinite(v)]
     return round(float(np.median(finite)), 3) if finite else None
@@ -275,7 +308,7 @@ def report(args) -> None:
     except ValueError as e:
         raise SystemExit(f"--fast: {e}") from None
     models, qidx = list(z["models"]), z["qidx"]
-    rows = []
+    rows, boards = [], []
     done = _complete(z)
     answers, qids = _board(data), [str(data["queries"][qi]["id"]) for qi in qidx]
     words = np.nanmean(answers.lengths(models, qids), 1)   # each model's mean answer length
@@ -287,6 +320,7 @@ def report(args) -> None:
         crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
         full = z["P"][si]
         fast = _board_scores(answers, judge, crit, models, qids)
+        boards.append((fast, full))
         wf, wq = np.nanmean(full, 1), np.nanmean(fast, 1)
         tau = kendalltau(wf, wq).statistic
         agree = np.nanmean((full > 0.5) == (fast > 0.5))
@@ -296,12 +330,65 @@ def report(args) -> None:
                      "fast_length_tau": round(float(kendalltau(wq, words).statistic), 3),
                      "full_split_half_tau": _split_half_tau(full)})
     taus = [r["kendall_tau"] for r in rows]
+    refined = _refined_taus(boards, args.refine_queries, args.refine_draws) if args.refine_queries else None
     out = {"fast": judge.identity, "full": str(z["judge"]), "n_sets": len(rows), "n_queries": int(len(qidx)),
            "mean_tau": round(float(np.mean(taus)), 3), "median_tau": round(float(np.median(taus)), 3),
            "min_tau": round(float(np.min(taus)), 3),
            "median_full_split_half_tau": _median_or_none([r["full_split_half_tau"] for r in rows]),
            "sets": rows}
+    if refined is not None:
+        out["refined"] = refined
     print(json.dumps(out, indent=2))
+
+
+def refine_live(args) -> None:
+    """``LeaderboardService.refine`` for real, on this machine: the reference judges ``--queries``
+    queries of each named set (fixed refinement order; cached ones are not judged again), and the
+    refined board is compared with the reference's whole board from a scores file."""
+    from scipy.stats import kendalltau
+
+    from usl import paths
+    from usl.leaderboard.service import LeaderboardService
+    from usl.leaderboard.types import LeaderboardSpec
+    from usl.store import Store
+    from usl.types import Criteria
+
+    data = _load(args.answers)
+    z = _scores(args.scores, data, args.answers)
+    sets = _scored_sets(z, args.scores, args.sets)
+    names = [str(n) for n in z["sets"]]
+    unknown = [n for n in args.names if n not in names]
+    if unknown:
+        raise SystemExit(f"{args.scores} holds no set {', '.join(unknown)}; it holds {', '.join(names)}")
+    svc = LeaderboardService(Store(paths.db_path(args.home)), home=args.home)
+    full_models = [str(m) for m in z["models"]]
+    rows = []
+    for name in args.names:
+        s = sets[name]
+        spec = LeaderboardSpec(criteria=Criteria(tuple(s["likes"]), tuple(s["avoid"])), benchmark=args.benchmark,
+                               per_criterion=False)
+        fast = svc.rank(spec)
+        before = svc.refine(spec, args.reference).spec["refinement"]["queries_judged"]
+        t0 = time.perf_counter()
+        board = svc.refine(spec, args.reference, queries=args.queries)
+        secs = time.perf_counter() - t0
+        r = board.spec["refinement"]
+        full = dict(zip(full_models, np.nanmean(z["P"][names.index(name)], 1)))
+
+        def tau(lb) -> float:
+            ms = [row.model for row in lb.rows if row.model in full]
+            return round(float(kendalltau([row.win_rate for row in lb.rows if row.model in full],
+                                          [full[m] for m in ms]).statistic), 3)
+
+        judged_now = r["queries_judged"] - before
+        rows.append({"set": name, "queries_judged": r["queries_judged"], "judged_now": judged_now,
+                     "seconds": round(secs, 1),
+                     "seconds_per_query": round(secs / judged_now, 2) if judged_now else None,
+                     "fast_tau": tau(fast), "refined_tau": tau(board), "slope": r["slope"]})
+        log.info("%s", rows[-1])
+    print(json.dumps({"reference": args.reference, "full": str(z["judge"]), "sets": rows,
+                      "median_fast_tau": _median_or_none([r["fast_tau"] for r in rows]),
+                      "median_refined_tau": _median_or_none([r["refined_tau"] for r in rows])}, indent=2))
 
 
 def main(argv=None) -> None:
@@ -334,8 +421,23 @@ def main(argv=None) -> None:
     r.add_argument("--scores", required=True)
     r.add_argument("--sets", default="configs/criteria_sets.yaml")
     r.add_argument("--fast", default="default")
+    r.add_argument("--refine-queries", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                   help="comma-separated query counts, e.g. 10,20,40: also replay progressive refinement with "
+                        "the reference's scores of that many random queries (usl rank --refine)")
+    r.add_argument("--refine-draws", type=int, default=10, help="random query subsets per count")
+    lv = sub.add_parser("refine-live")
+    lv.add_argument("--answers", required=True)
+    lv.add_argument("--scores", required=True)
+    lv.add_argument("--sets", default="configs/criteria_sets.yaml")
+    lv.add_argument("--names", type=lambda v: [x for x in v.split(",") if x], required=True,
+                    help="comma-separated set names of the scores file")
+    lv.add_argument("--home", default=None, help="usl data directory holding the benchmark (default: USL_HOME)")
+    lv.add_argument("--benchmark", default="alpaca_eval")
+    lv.add_argument("--reference", default="crm")
+    lv.add_argument("--queries", type=int, default=20)
     args = ap.parse_args(argv)
-    {"export": export, "score": score, "to-jsonl": to_jsonl, "report": report}[args.cmd](args)
+    {"export": export, "score": score, "to-jsonl": to_jsonl, "report": report,
+     "refine-live": refine_live}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -40,9 +40,14 @@ class FakeService:
     """Default spec: win rates 80, 70, ..., 30 in MODELS order, CIs +-4 (so ranks 1..6).
     Any other criteria reverse the order; topics and use case shift every rate by -5."""
 
-    def __init__(self, delay_s: float = 0.0, steps: int = 4, contradiction_delay_s: float = 0.0):
+    def __init__(self, delay_s: float = 0.0, steps: int = 4, contradiction_delay_s: float = 0.0,
+                 refine_delay_s: float = 0.0):
         self.delay_s, self.steps, self.contradiction_delay_s = delay_s, steps, contradiction_delay_s
+        self.refine_delay_s = refine_delay_s
         self.rank_calls: list[LeaderboardSpec] = []
+        self.refine_calls: list[tuple] = []
+        self.refining = self.most_refining = 0        # refine calls running now / at most at once
+        self._judged: dict[tuple, int] = {}
         self._lock = threading.Lock()
 
     def benchmarks(self) -> list[str]:
@@ -79,6 +84,31 @@ class FakeService:
         breakdown = ({c: {m: 50.0 + (10.0 if k % 2 else -10.0) * (j - 2.5) for j, m in enumerate(MODELS)}
                       for k, c in enumerate(spec.criteria.as_list())} if spec.per_criterion else {})
         return Leaderboard(spec=spec.to_json(), rows=tuple(rows), criteria_breakdown=breakdown)
+
+    REFINE_QUERIES = 12
+
+    def refine(self, spec: LeaderboardSpec, reference: str = "crm", queries: int | None = 0,
+               seconds: float | None = None, progress: Callable[[int, int], None] | None = None) -> Leaderboard:
+        """Judges ``queries`` more of REFINE_QUERIES (remembered per criteria, like the cache); the
+        refined board ranks MODELS rotated by one (alpha last), whatever the criteria."""
+        key = (reference, spec.criteria.key())
+        with self._lock:
+            self.refine_calls.append((spec, reference, queries))
+            self.refining += 1
+            self.most_refining = max(self.most_refining, self.refining)
+            judged = self._judged.get(key, 0)
+            judged = min(self.REFINE_QUERIES, judged + (self.REFINE_QUERIES if queries is None else queries))
+            self._judged[key] = judged
+        time.sleep(self.refine_delay_s)
+        with self._lock:
+            self.refining -= 1
+        order = MODELS[1:] + MODELS[:1]
+        rows = tuple(Row(model=m, rank=i + 1, win_rate=75.0 - 10.0 * i, ci=(70.0 - 10.0 * i, 80.0 - 10.0 * i),
+                         n=100, avg_length=150.0) for i, m in enumerate(order))
+        meta = spec.to_json() | {"refinement": {"reference": reference, "reference_identity": f"{reference}@1",
+                                                "queries_judged": judged, "queries": self.REFINE_QUERIES,
+                                                "complete": judged == self.REFINE_QUERIES}}
+        return Leaderboard(spec=meta, rows=rows, warnings=(f"refined: {judged} judged",))
 
     def examples(self, spec: LeaderboardSpec, model: str, limit: int = 5) -> list[Example]:
         if model not in MODELS:

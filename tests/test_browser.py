@@ -172,3 +172,39 @@ def test_judge_choice_is_part_of_the_shared_url(browser):
         assert pg.input_value("#likes") == "Brevity"
         assert [s.judge for s in svc.rank_calls if s.criteria.likes == ("Brevity",)] == ["length", "random"]
         pg.close()
+
+
+def test_refine_replaces_the_board_once_enough_questions_are_judged(browser):
+    svc = FakeService(refine_delay_s=0.15)
+    with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",)))) as url:
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url + "/?likes=Vivid+imagery")
+        wait_for_view(page, "custom")
+        assert board(page) == list(MODELS[::-1])
+        assert page.inner_text("#refine-btn") == "Refine with crm"
+        seq = page.locator("#leaderboard").get_attribute("data-render-seq")
+        page.click("#refine-btn")
+        # below 10 judged questions the fast board stays, and the status says why
+        page.wait_for_function("() => /judged .* replaces this one from 10/.test("
+                               "document.getElementById('refine-status').textContent)", timeout=10000)
+        assert board(page) == list(MODELS[::-1])
+        assert page.inner_text("#refine-btn") == "Stop refining"
+        page.wait_for_function("() => document.getElementById('refine-status').textContent"
+                               ".startsWith('Refined with crm: 12 of 12 questions judged')", timeout=20000)
+        page.wait_for_function(f"() => document.getElementById('leaderboard').dataset.renderSeq !== '{seq}'")
+        assert board(page) == list(MODELS[1:] + MODELS[:1])
+        assert "refined by crm (12/12 judged" in page.inner_text("#board-sub")
+        assert page.inner_text("#refine-btn") == "Refine with crm"
+        assert "refined: 12 judged" in page.locator("#warnings li").all_inner_texts()
+        assert page.locator("#breakdown tbody tr[data-model]").count() == len(MODELS)   # the fast board's, kept
+        assert {q for *_, q in svc.refine_calls} == {0, 1}
+        # new criteria: the refinement is forgotten and the new fast board shows
+        page.fill("#likes", "Something else")
+        page.click("#rank-btn")
+        page.wait_for_function("() => document.getElementById('refine-status').textContent === ''")
+        wait_for_view(page, "custom")
+        assert board(page) == list(MODELS[::-1])
+        assert errors == []
+        page.close()

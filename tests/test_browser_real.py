@@ -1,6 +1,6 @@
 """The acceptance flow in headless Chromium against `usl serve` (subprocess, real engine, tiny
 benchmark, `length` judge): select topics, type criteria, submit, read the table, and check that it
-changed from the default."""
+changed from the default; then refine the board with the shipped transformer CRM (real weights)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ def site(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     make_tiny(home)
     with usl_serve(home, "--benchmark", "tiny", "--judge", "length") as url:
-        yield url
+        yield home, url
 
 
 def test_flow_on_the_real_engine(page, site):
-    page.goto(site)
+    _, url = site
+    page.goto(url)
     wait_for_view(page, "default")
     assert board(page) == DEFAULT_ORDER
     assert page.inner_text("#meta-baseline") == "base"
@@ -44,4 +45,33 @@ def test_flow_on_the_real_engine(page, site):
     assert "topics=coding" in page.url
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "real_engine_custom.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_refine_with_the_shipped_crm(page, site):
+    from usl.leaderboard.service import LeaderboardService
+    from usl.leaderboard.types import LeaderboardSpec
+    from usl.store import Store
+    from usl.types import Criteria
+
+    home, url = site
+    page.goto(url + "/?likes=Clear+explanations&topics=coding")
+    wait_for_view(page, "custom")
+    assert board(page) == CODING_ORDER                      # the fast (length) board
+    page.click("#refine-btn")                               # the server's default reference: crm
+    page.wait_for_function("() => document.getElementById('refine-status').textContent"
+                           ".startsWith('Refined with crm: 8 of 8 questions judged')", timeout=120000)
+    # the shown board is the transformer CRM's own board on those 8 questions (read from the cache
+    # the server filled: nothing is judged here)
+    ref = LeaderboardService(Store(home / "usl.sqlite"), home=str(home)).refine(
+        LeaderboardSpec(criteria=Criteria(("Clear explanations",)), benchmark="tiny", topics=("coding",),
+                        judge="length"), "crm")
+    assert ref.spec["refinement"]["complete"]
+    page.wait_for_function("rows => JSON.stringify([...document.querySelectorAll('#leaderboard tbody tr')]"
+                           ".map(r => r.dataset.model)) === JSON.stringify(rows)",
+                           arg=[r.model for r in ref.rows], timeout=10000)
+    shown = page.locator("#leaderboard tbody tr .wr-num").all_inner_texts()
+    assert shown == [f"{r.win_rate:.1f}" for r in ref.rows]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "real_engine_refined.png"), full_page=True)
     assert page.errors == []

@@ -132,7 +132,7 @@ def test_report_gives_tau_length_coupling_and_the_references_split_half_tau(tmp_
     scores = tmp_path / "full.npz"
     np.savez(scores, P=P, qidx=np.arange(4), sets=np.array(["long"]), models=np.array(["m1", "m2", "m3"]),
              judge=np.array("crm@test"))
-    _script().report(Namespace(answers=str(a), scores=str(scores), sets=str(sets), fast="length"))
+    _script().report(Namespace(answers=str(a), scores=str(scores), sets=str(sets), fast="length", refine_queries=None))
     out = json.loads(capsys.readouterr().out)
     row = out["sets"][0]
     assert row["kendall_tau"] == 1.0 and row["full_length_tau"] == 1.0 and row["fast_length_tau"] == 1.0
@@ -140,9 +140,13 @@ def test_report_gives_tau_length_coupling_and_the_references_split_half_tau(tmp_
     # the reference reversed: a board that is a length dial the other way
     np.savez(scores, P=P[:, ::-1], qidx=np.arange(4), sets=np.array(["long"]), models=np.array(["m1", "m2", "m3"]),
              judge=np.array("crm@test"))
-    _script().report(Namespace(answers=str(a), scores=str(scores), sets=str(sets), fast="length"))
-    row = json.loads(capsys.readouterr().out)["sets"][0]
+    _script().report(Namespace(answers=str(a), scores=str(scores), sets=str(sets), fast="length",
+                               refine_queries=[4], refine_draws=2))
+    out = json.loads(capsys.readouterr().out)
+    row = out["sets"][0]
     assert row["kendall_tau"] == -1.0 and row["full_length_tau"] == -1.0 and row["fast_length_tau"] == 1.0
+    # refinement replayed with every query judged by the reference: its own board, whatever the fast judge says
+    assert out["refined"] == [{"queries_judged": 4, "median_tau": 1.0, "mean_tau": 1.0, "min_tau": 1.0}]
 
 
 def test_scores_are_read_only_with_the_answers_they_were_scored_from(tmp_path, capsys):
@@ -150,7 +154,7 @@ def test_scores_are_read_only_with_the_answers_they_were_scored_from(tmp_path, c
     mod.score(args)
     capsys.readouterr()
     assert np.load(args.out)["query_ids"].tolist() == ["q0", "q1"]
-    report = Namespace(answers=args.answers, scores=args.out, sets=args.sets, fast="length")
+    report = Namespace(answers=args.answers, scores=args.out, sets=args.sets, fast="length", refine_queries=None)
     mod.report(report)
     out = json.loads(capsys.readouterr().out)
     assert out["n_sets"] == 2 and out["median_full_split_half_tau"] is None   # two queries cannot be split
@@ -162,7 +166,7 @@ def test_scores_are_read_only_with_the_answers_they_were_scored_from(tmp_path, c
     with gzip.open(other, "wt") as f:
         json.dump(data, f)
     with pytest.raises(SystemExit, match="was not scored from .*other queries"):
-        mod.report(Namespace(answers=str(other), scores=args.out, sets=args.sets, fast="length"))
+        mod.report(Namespace(answers=str(other), scores=args.out, sets=args.sets, fast="length", refine_queries=None))
     with pytest.raises(SystemExit, match="another judge, query subset"):   # nor resumed with them
         mod.score(Namespace(**{**vars(args), "answers": str(other)}))
     with pytest.raises(SystemExit, match="missing.json.gz: cannot read an answers export"):

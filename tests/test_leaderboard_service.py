@@ -67,7 +67,8 @@ def home(tmp_path):
 
 def spec(**kw):
     kw.setdefault("criteria", Criteria(("helpful",)))
-    return LeaderboardSpec(benchmark="tiny", judge="style", n_bootstrap=200, **kw)
+    kw.setdefault("judge", "style")
+    return LeaderboardSpec(benchmark="tiny", n_bootstrap=200, **kw)
 
 
 def test_rank_values_missing_and_spec(home):
@@ -212,3 +213,75 @@ def test_judge_prepare_gets_the_whole_benchmark_once(home):
     svc.rank(LeaderboardSpec(benchmark="tiny", judge="preparing", n_bootstrap=10))
     svc.rank(LeaderboardSpec(benchmark="tiny", judge="preparing", n_bootstrap=10, criteria=Criteria(("x",))))
     assert seen == [(39, 39)]          # 4 models x 10 queries - m3's missing answer, once
+
+
+# ---- refinement by a slower reference judge -----------------------------------------------------
+@dataclass
+class NoCacheJudge(StyleJudge):
+    name: str = "nocache"
+    cacheable: bool = False
+
+
+register("nocache")(lambda arg=None, **_: NoCacheJudge())
+CONCISE = Criteria(("concise",))     # style (fast): the shorter answer wins; length (reference): the longer
+
+
+def test_refine_judges_in_order_resumes_and_ends_at_the_references_board(home):
+    from usl.leaderboard.refine import refinement_order
+
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    seen = []
+    board = svc.refine(spec(criteria=CONCISE), "length", queries=3, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    r = board.spec["refinement"]
+    assert (r["queries_judged"], r["queries"], r["complete"], r["reference_identity"]) == (3, N_Q, False, "length@1")
+    assert any("3 of 10 queries judged" in w for w in board.warnings)
+    # the cache holds exactly the first three queries of the refinement order, for every model
+    from usl.leaderboard.jobs import ScoringJob, cached_scores
+
+    data = svc.answers("tiny")
+    g = cached_scores(data, svc.judge("length"), ScoringJob(CONCISE, "base", ("m1", "m2", "m3"),
+                                                            tuple(f"q{i}" for i in range(N_Q))), svc.cache)
+    judged = {f"q{j}" for j in np.flatnonzero(~np.isnan(g).all(axis=0))}
+    assert judged == set(refinement_order([f"q{i}" for i in range(N_Q)])[:3])
+
+    again = LeaderboardService(Store(home / "usl.sqlite"))          # a restart resumes from the cache
+    assert again.refine(spec(criteria=CONCISE), "length", seconds=0, queries=None).spec["refinement"][
+        "queries_judged"] == 3
+    done = again.refine(spec(criteria=CONCISE), "length", queries=None)
+    assert done.spec["refinement"]["complete"] and not any("queries judged" in w for w in done.warnings)
+    ref = again.rank(spec(criteria=CONCISE, judge="length"))
+    assert {r.model: r.win_rate for r in done.rows} == {r.model: r.win_rate for r in ref.rows} == \
+        {"m1": 100.0, "m3": 100.0, "m2": 0.0}
+    fast = again.rank(spec(criteria=CONCISE))
+    assert [r.model for r in fast.rows][0] == "m2" and [r.model for r in done.rows][-1] == "m2"
+    assert all(r.rating is None and r.lc_win_rate is None for r in done.rows) and not done.criteria_breakdown
+
+
+def test_refine_counts_only_the_selected_topic(home):
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    board = svc.refine(spec(criteria=CONCISE, topics=("even",)), "length", queries=None)
+    assert board.spec["refinement"]["queries_judged"] == board.spec["refinement"]["queries"] == 5
+    assert {r.model: r.topics for r in board.rows}["m1"] == {"Even questions": 100.0}
+    whole = svc.refine(spec(criteria=CONCISE), "length")            # the even queries serve the whole board
+    assert whole.spec["refinement"]["queries_judged"] == 5
+
+
+def test_refine_needs_a_reference_that_keeps_its_judgments(home):
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    with pytest.raises(ValueError, match="keeps no judgments"):
+        svc.refine(spec(criteria=CONCISE), "nocache", queries=1)
+
+
+def test_cli_rank_refine(home):
+    res = cli(home, "rank", "--benchmark", "tiny", "--judge", "style", "-c", "concise", "--refine", "length",
+              "--refine-queries", "2", "--format", "json", "--n-bootstrap", "50")
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)["spec"]["refinement"]
+    assert (r["queries_judged"], r["queries"], r["reference"]) == (2, N_Q, "length")
+    res = cli(home, "rank", "--benchmark", "tiny", "--judge", "style", "-c", "concise", "--refine", "length",
+              "--n-bootstrap", "50")
+    assert res.exit_code == 0, res.output
+    assert f"refined with length@1: {N_Q} of {N_Q} queries judged" in res.stdout
+    res = cli(home, "rank", "--benchmark", "tiny", "--refine-seconds", "5")
+    assert res.exit_code == 2 and "need --refine JUDGE" in res.output

@@ -38,6 +38,7 @@ def test_meta_endpoints(served):
     assert c.get("/api/benchmarks").json() == ["tiny"]
     cfg = c.get("/api/config").json()
     assert cfg["judge"] == "length" and cfg["judges"] == ["length", "random"]
+    assert cfg["reference"] == "crm"                     # ServerConfig's default reference judge
     assert cfg["limits"]["max_criteria"] == 10 and cfg["limits"]["max_criterion_chars"] == 300
     topics = c.get("/api/topics", params={"benchmark": "tiny"}).json()
     assert [t["id"] for t in topics] == ["coding", "writing", "math"]
@@ -49,7 +50,8 @@ def test_meta_endpoints(served):
 def test_openapi_documents_the_spec_and_its_limits(served):
     _, c = served
     doc = c.get("/openapi.json").json()
-    for path in ("/api/leaderboard", "/api/leaderboard/stream", "/api/examples", "/api/export.csv",
+    for path in ("/api/leaderboard", "/api/leaderboard/stream", "/api/leaderboard/refine", "/api/examples",
+                 "/api/export.csv",
                  "/api/export.json", "/api/topics", "/api/benchmarks", "/api/health"):
         assert path in doc["paths"], path
     spec = doc["components"]["schemas"]["SpecIn"]["properties"]
@@ -234,3 +236,58 @@ def test_progress_keeps_ticking_while_the_engine_is_silent():
         r = httpx.get(url + "/api/leaderboard/stream", timeout=30)
     ticks = [d for k, d in events(r.text) if k == "progress" and d["total"] and d["done"] == 0]
     assert len(ticks) >= 2 and ticks[-1]["elapsed_s"] - ticks[0]["elapsed_s"] >= 0.9
+
+
+def test_refine_streams_refined_boards_until_every_query_is_judged(served):
+    svc, c = served
+    r = c.get("/api/leaderboard/refine", params=[("likes", "Refine me"), ("topics", "writing")])
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    evs = events(r.text)
+    kinds = [k for k, _ in evs]
+    n = FakeService.REFINE_QUERIES
+    assert kinds == ["refined"] * (n + 1) + ["done"]      # the cached estimate first, then one per query
+    judged = [d["leaderboard"]["spec"]["refinement"]["queries_judged"] for k, d in evs if k == "refined"]
+    assert judged == list(range(n + 1))
+    last = evs[-2][1]
+    assert [row["model"] for row in last["leaderboard"]["rows"]] == list(MODELS[1:] + MODELS[:1])
+    assert last["comparison"]["placements"]
+    assert last["query"] == "likes=Refine+me&topics=writing&judge=length&benchmark=tiny"
+    assert evs[-1][1]["queries_judged"] == n
+    calls = [(spec.criteria.likes, spec.topics, ref, q) for spec, ref, q in svc.refine_calls
+             if spec.criteria.likes == ("Refine me",)]
+    assert calls[0] == (("Refine me",), ("writing",), "crm", 0) and {q for *_, q in calls[1:]} == {1}
+    # judgments are kept: asking again sends the finished board at once
+    assert [k for k, _ in events(c.get("/api/leaderboard/refine", params={"likes": "Refine me"}).text)] == \
+        ["refined", "done"]
+
+
+def test_refine_is_404_when_the_server_has_no_reference_judge():
+    cfg = ServerConfig(benchmark="tiny", judges=("length",), warm=False, reference="")
+    with serve_in_thread(create_app(FakeService(), cfg)) as url:
+        assert httpx.get(url + "/api/config").json()["reference"] == ""
+        r = httpx.get(url + "/api/leaderboard/refine", timeout=30)
+    assert r.status_code == 404 and "does not refine" in r.json()["detail"]
+
+
+def test_refine_reports_engine_errors_as_an_error_event(served):
+    _, c = served
+    r = c.get("/api/leaderboard/refine", params={"baseline": "nobody", "likes": "x"})
+    kind, data = events(r.text)[-1]
+    assert kind == "error" and "unknown baseline 'nobody'" in data["message"]
+
+
+def test_refinement_streams_take_turns():
+    svc = FakeService(refine_delay_s=0.05)
+    with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
+        def run(like):
+            evs = events(httpx.get(url + "/api/leaderboard/refine", params={"likes": like}, timeout=30).text)
+            results.append([k for k, _ in evs])
+
+        results: list = []
+        threads = [threading.Thread(target=run, args=(f"set {i}",)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert results == [["refined"] * (FakeService.REFINE_QUERIES + 1) + ["done"]] * 3
+    assert svc.most_refining == 1 and len(svc.refine_calls) == 3 * (FakeService.REFINE_QUERIES + 1)

@@ -18,7 +18,7 @@ from server_real import (CODING_ORDER, DEFAULT_ORDER, WIN_RATES, make_tiny, serv
 def served(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     make_tiny(home)
-    with usl_serve(home, "--benchmark", "tiny", "--judge", "length") as url:
+    with usl_serve(home, "--benchmark", "tiny", "--judge", "length", "--refine-with", "random:3") as url:
         with httpx.Client(base_url=url, timeout=60) as client:
             yield home, url, client
 
@@ -82,6 +82,28 @@ def test_stream_examples_export(served):
 
     table = list(csv.DictReader(io.StringIO(c.get("/api/export.csv", params=params).text)))
     assert [row["model"] for row in table] == CODING_ORDER and table[0]["win_rate"] == "100.00"
+
+
+def test_refine_ends_at_the_reference_judges_board(served):
+    from usl.leaderboard.service import LeaderboardService
+    from usl.leaderboard.types import LeaderboardSpec
+    from usl.store import Store
+    from usl.types import Criteria
+
+    home, _, c = served
+    assert c.get("/api/config").json()["reference"] == "random:3"
+    r = c.get("/api/leaderboard/refine", params={"topics": "coding", "likes": "Runnable code"})
+    evs = [(b.split("\n")[0][len("event: "):], json.loads(b.split("\n")[1][len("data: "):]))
+           for b in r.text.strip().split("\n\n")]
+    assert [k for k, _ in evs] == ["refined"] * 9 + ["done"]          # cached estimate, then the 8 coding queries
+    judged = [d["leaderboard"]["spec"]["refinement"]["queries_judged"] for k, d in evs if k == "refined"]
+    assert judged == list(range(9))
+    final = evs[-2][1]["leaderboard"]
+    assert final["spec"]["refinement"]["reference_identity"].startswith("random")
+    ref = LeaderboardService(Store(home / "usl.sqlite")).rank(
+        LeaderboardSpec(criteria=Criteria(("Runnable code",)), benchmark="tiny", topics=("coding",),
+                        judge="random:3", per_criterion=False))
+    assert {row["model"]: row["win_rate"] for row in final["rows"]} == {row.model: row.win_rate for row in ref.rows}
 
 
 def test_real_errors_are_422(served):

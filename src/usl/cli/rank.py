@@ -57,14 +57,30 @@ def rank(ctx: typer.Context,
          reference: Optional[str] = typer.Option(None, "--reference",
                                                  help="Also report rank correlation with a published board: "
                                                       "alpaca_eval_2 | alpaca_eval_2_raw | alpaca_eval_1."),
+         refine: Optional[str] = typer.Option(None, "--refine",
+                                              help="Refine the board with a slower reference judge (crm, crm:PATH): "
+                                                   "it judges queries in a fixed order, and the board is its "
+                                                   "estimated board given those and the fast judge's scores of all. "
+                                                   "Judgments are cached: a rerun goes on where this one stopped."),
+         refine_queries: Optional[int] = typer.Option(None, "--refine-queries", min=0,
+                                                      help="With --refine: judge at most this many more queries "
+                                                           "(default: all the rest)."),
+         refine_seconds: Optional[float] = typer.Option(None, "--refine-seconds", min=0,
+                                                        help="With --refine: stop judging after about this long "
+                                                             "(checked between queries)."),
          ) -> None:
     with user_errors():
         if fmt not in FORMATS:
             raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
         spec = _spec(criteria, avoid, topics, use_case, judge, baseline, benchmark, n_bootstrap, seed, per_criterion)
         svc = _service(ctx)
+        if refine is None and (refine_queries is not None or refine_seconds is not None):
+            raise ValueError("--refine-queries and --refine-seconds need --refine JUDGE")
         with _progress() as progress:
             board = svc.rank(spec, progress=progress)
+        if refine is not None:
+            with _progress("refining", "query") as progress:
+                board = svc.refine(spec, refine, queries=refine_queries, seconds=refine_seconds, progress=progress)
         out = board.to_json()
         if reference:
             out["reference"] = _reference(board, reference)
@@ -75,6 +91,10 @@ def rank(ctx: typer.Context,
             typer.echo(render(board, fmt))
             if fmt == "table" and board.criteria_breakdown:
                 typer.echo(_breakdown_table(board))
+            if refine is not None:
+                r = board.spec["refinement"]
+                typer.echo(f"\nrefined with {r['reference_identity']}: {r['queries_judged']} of {r['queries']} "
+                           f"queries judged" + ("" if r["complete"] else " (rerun to judge more)"))
             if reference:
                 r = out["reference"]
                 typer.echo(f"\nvs published {r['name']} ({r['n_models']} common models): "
@@ -148,6 +168,9 @@ def _service(ctx: typer.Context):
 class _progress:
     """A tqdm bar on stderr, opened on the first report of a job with work to do."""
 
+    def __init__(self, desc: str = "judging", unit: str = "judgment"):
+        self.desc, self.unit = desc, unit
+
     def __enter__(self) -> Callable[[int, int], None]:
         self.bar = None
         return self.update
@@ -158,7 +181,7 @@ class _progress:
         if self.bar is None or self.bar.total != total or done < self.bar.n:
             if self.bar is not None:
                 self.bar.close()
-            self.bar = tqdm(total=total, desc="judging", unit="judgment", file=sys.stderr, leave=False)
+            self.bar = tqdm(total=total, desc=self.desc, unit=self.unit, file=sys.stderr, leave=False)
         self.bar.update(done - self.bar.n)
 
     def __exit__(self, *exc) -> None:

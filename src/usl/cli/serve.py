@@ -29,6 +29,10 @@ def register(app: typer.Typer) -> None:
               judge: Optional[List[str]] = typer.Option(
                   None, "--judge", help="Judge the page may use; repeat to allow several, the first is the "
                                         "default. Default: default."),
+              refine_with: str = typer.Option("crm", "--refine-with",
+                                              help="Reference judge the page can refine a board with (the "
+                                                   "transformer CRM: a few seconds a question on a CPU, judged "
+                                                   "on request and cached); 'none' turns refinement off."),
               workers: int = typer.Option(2, "--workers", help="Threads that rank leaderboards."),
               no_import: bool = typer.Option(False, "--no-import", help="Do not import the default benchmark "
                                                                          "or build topics on first start.")) -> None:
@@ -43,10 +47,17 @@ def register(app: typer.Typer) -> None:
             if not no_import:
                 ensure_benchmark(store, benchmark, ctx.obj.home)
             service = LeaderboardService(store, home=ctx.obj.home)
-            config = ServerConfig(benchmark=benchmark, judges=tuple(judge or ("default",)), workers=workers)
+            reference = "" if refine_with.strip().lower() in ("", "none", "off") else refine_with.strip()
+            if reference:
+                from usl.judges.registry import load_judge
+
+                load_judge(reference, home=ctx.obj.home)   # a wrong spec fails here, not on first use
+            config = ServerConfig(benchmark=benchmark, judges=tuple(judge or ("default",)), workers=workers,
+                                  reference=reference)
             web = create_app(service, config)
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::") else host
-        typer.echo(f"usl: serving {benchmark!r} (judge {config.judges[0]}) at http://{shown}:{port}/  "
+        refining = f"; refines with {config.reference}" if config.reference else ""
+        typer.echo(f"usl: serving {benchmark!r} (judge {config.judges[0]}{refining}) at http://{shown}:{port}/  "
                    f"(API: http://{shown}:{port}/docs)", err=False)
         uvicorn.run(web, host=host, port=port, log_level="warning", access_log=False)
 

@@ -64,6 +64,20 @@ def score(data: Answers, judge: Judge, job: ScoringJob, cache: JudgmentCache | N
     return _score_requests(data, judge, job, grid, cache, scope, config, progress)
 
 
+def cached_scores(data: Answers, judge: Judge, job: ScoringJob, cache: JudgmentCache) -> np.ndarray:
+    """The job's score matrix from the judgment cache alone, judging nothing: NaN wherever a
+    verdict (either order, for a judge without ``judge_matrix``) is not stored yet."""
+    grid = data.grid(job.baseline, tuple(job.models), tuple(job.query_ids))
+    scope = CacheScope(judge.identity, job.criteria.key(), data.name, job.baseline)
+    if hasattr(judge, "judge_matrix"):
+        (s,) = _cached(cache, scope, grid, (BOTH_ORDERS,))
+    else:
+        first, second = _cached(cache, scope, grid, (MODEL_FIRST, BASELINE_FIRST))
+        s = 0.5 * (first + (1.0 - second))
+    s[~grid.answered] = np.nan
+    return s
+
+
 def _cached(cache: JudgmentCache | None, scope: CacheScope, grid: PairGrid, orders: tuple[int, ...]):
     if cache is None:
         return [np.full(grid.content.shape, np.nan) for _ in orders]
@@ -104,7 +118,7 @@ def _score_requests(data, judge, job, grid, cache, scope, config, progress) -> n
     todo.sort()
     n_items = 2 * int(grid.answered.sum())
     if todo:
-        log.info("judging %d of %d (pair, order) items with %s (%d cached)", len(todo), n_items,
+        log.debug("judging %d of %d (pair, order) items with %s (%d cached)", len(todo), n_items,
                  judge.identity, n_items - len(todo))
     for start in range(0, len(todo), config.batch_size):
         chunk = todo[start:start + config.batch_size]

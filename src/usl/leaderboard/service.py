@@ -6,6 +6,7 @@ CONTRACT (owned by the leaderboard engine; the server codes against these signat
     svc.benchmarks() -> list[str]
     svc.topics(benchmark) -> list[usl.data.topics.Topic]
     svc.rank(spec: LeaderboardSpec, progress: Callable[[int, int], None] | None = None) -> Leaderboard
+    svc.refine(spec, reference="crm", queries=0, seconds=None, progress=None) -> Leaderboard
     svc.compare(a: LeaderboardSpec, b: LeaderboardSpec) -> Comparison
     svc.examples(spec, model, limit=5) -> list[Example]
     svc.contradictions(criteria) -> list[str]      # human-readable warnings
@@ -26,11 +27,13 @@ Choices where the issue was silent:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
 import subprocess
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +48,12 @@ from usl.judges.registry import load_judge
 from usl.leaderboard import stats
 from usl.leaderboard.answers import Answers
 from usl.leaderboard.contradictions import find_contradictions
-from usl.leaderboard.jobs import JobConfig, ScoringJob, score
+from usl.leaderboard.jobs import JobConfig, ScoringJob, cached_scores, score
 from usl.leaderboard.judgments import JudgmentCache
 from usl.leaderboard.length_control import length_controlled, mentions_length
 from usl.leaderboard.ratings import elo_ratings
+from usl.leaderboard.refine import MIN_JUDGED, refinement_order
+from usl.leaderboard.refine import refine as refine_board
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec, Row
 from usl.store.db import Store
 from usl.types import Criteria
@@ -104,6 +109,7 @@ class LeaderboardService:
         self._no_topics: set[str] = set()   # benchmarks whose topics could not be built
         self._prepared_keys: set[tuple] = set()
         self._prepare_lock = threading.Lock()
+        self._refine_locks: dict[tuple, threading.Lock] = {}
 
     # ---- data -------------------------------------------------------------------------------
     def benchmarks(self) -> list[str]:
@@ -163,15 +169,88 @@ class LeaderboardService:
         s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, progress)
         summ = stats.summarize(s, spec.n_bootstrap, spec.seed)
         topic_wr = stats.topic_win_rates(s, sel.topic_columns)
+        length_word = mentions_length(spec.criteria)
+        qids = list(sel.query_ids)
+        lc = None if length_word else length_controlled(s, data.lengths(models, qids),
+                                                         data.lengths([baseline], qids)[0])
+        warnings = list(find_contradictions(spec.criteria))
+        rows = self._rows(data, models, sel, s, summ, topic_wr, lc, elo_ratings(s), warnings)
+        breakdown, contribution = self._per_criterion(spec, data, judge, baseline, models, sel, s, progress)
+        meta = self._spec_json(spec, data, judge, baseline, sel, length_word)
+        return Leaderboard(spec=meta, rows=tuple(rows), criteria_breakdown=breakdown,
+                           warnings=tuple(warnings), criteria_contribution=contribution)
+
+    def refine(self, spec: LeaderboardSpec, reference: str = "crm", queries: int | None = 0,
+               seconds: float | None = None, progress: Progress | None = None) -> Leaderboard:
+        """The board the ``reference`` judge would give on the spec's queries, estimated from the
+        queries it has judged so far and the fast board (``usl.leaderboard.refine``).
+
+        First judges up to ``queries`` more queries (None: all the rest) in the fixed refinement
+        order, stopping once ``seconds`` have passed (checked between queries; one query is
+        ``len(models)`` pairs in both orders). Judgments go to the shared cache: a later call, a
+        restart or another user with the same criteria resumes where this one stopped.
+        ``progress(done, total)`` counts queries. Rows carry no length-controlled win rate and no
+        rating, and there is no per-criterion breakdown: those are the fast judge's.
+        """
+        data = self.answers(spec.benchmark)
+        judge = self._prepared(spec.judge, data, None)
+        ref = self._prepared(reference, data, None)
+        if not getattr(ref, "cacheable", True):
+            raise ValueError(f"judge {reference!r} keeps no judgments to refine with; name a reference CRM "
+                             "such as 'crm' or 'crm:PATH'")
+        baseline = self._baseline(spec, data)
+        models = [m for m in data.benchmark.models if m != baseline]
+        sel = self._select(spec, data)
+        f = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
+        job = ScoringJob(spec.criteria.canonical(), baseline, tuple(models), sel.query_ids)
+        lock_key = (ref.identity, spec.criteria.key(), data.name, baseline)
+        with self._lock:
+            lock = self._refine_locks.setdefault(lock_key, threading.Lock())
+        with lock:      # two refinements of the same board judge each query once
+            g = cached_scores(data, ref, job, self.cache)
+            todo = _unjudged(f, g, sel.query_ids)
+            total = len(todo) if queries is None else min(max(queries, 0), len(todo))
+            t0 = time.monotonic()
+            if progress:
+                progress(0, total)
+            for done, qid in enumerate(todo[:total], 1):
+                if seconds is not None and time.monotonic() - t0 >= seconds:
+                    break
+                score(data, ref, dataclasses.replace(job, query_ids=(qid,)), self.cache, self.job_config)
+                if progress:
+                    progress(done, total)
+            g = cached_scores(data, ref, job, self.cache)
+        fast = stats.summarize(f, spec.n_bootstrap, spec.seed)
+        est = refine_board(f, g, fast.ci)
+        topic_wr = {t: refine_board(f[:, cols], g[:, cols]).summary.win_rate for t, cols in sel.topic_columns.items()}
+        warnings = list(find_contradictions(spec.criteria))
+        rows = self._rows(data, models, sel, f, est.summary, topic_wr, None, None, warnings)
+        judged = len(sel.query_ids) - len(_unjudged(f, g, sel.query_ids))
+        if judged < len(sel.query_ids):
+            warnings.append(f"refined board: {judged} of {len(sel.query_ids)} queries judged by {ref.identity}; "
+                            "the rest are estimated from the fast judge")
+        few = [m for m, k in zip(models, est.judged) if 0 < k < MIN_JUDGED]
+        if few:
+            warnings.append(f"{len(few)} model(s) with fewer than {MIN_JUDGED} judged answers keep the fast "
+                            f"estimate: {', '.join(few)}")
+        meta = self._spec_json(spec, data, judge, baseline, sel, mentions_length(spec.criteria))
+        meta["refinement"] = {"reference": reference, "reference_identity": ref.identity, "queries_judged": judged,
+                              "queries": len(sel.query_ids), "complete": judged == len(sel.query_ids),
+                              "slope": round(est.slope, 3),
+                              "estimator": "two-phase regression: reference mean over judged queries + slope x "
+                                           "(fast mean over all - fast mean over judged); Student-t 95% CI"}
+        meta["length_control"] = "off: not estimated for a refined board"
+        return Leaderboard(spec=meta, rows=tuple(rows), warnings=tuple(warnings))
+
+    def _rows(self, data: Answers, models: list[str], sel: _Selection, s: np.ndarray, summ: stats.Summary,
+              topic_wr: dict[str, np.ndarray], lc: np.ndarray | None, elo: np.ndarray | None,
+              warnings: list[str]) -> list[Row]:
+        """The board's rows, sorted; a model with no answered query is left out with a warning."""
         qids = list(sel.query_ids)
         lengths = data.lengths(models, qids)
         answered = ~np.isnan(s)
         with np.errstate(invalid="ignore"):
             avg_len = np.where(answered, lengths, 0).sum(1) / answered.sum(1)
-        length_word = mentions_length(spec.criteria)
-        lc = None if length_word else length_controlled(s, lengths, data.lengths([baseline], qids)[0])
-        elo = elo_ratings(s)
-        warnings = list(find_contradictions(spec.criteria))
         rows = []
         for i, m in enumerate(models):
             if summ.n[i] == 0:
@@ -182,12 +261,9 @@ class LeaderboardService:
                             n_missing=len(qids) - int(summ.n[i]),
                             topics={t: _r(v[i]) for t, v in topic_wr.items() if np.isfinite(v[i])},
                             avg_length=_r(avg_len[i]), lc_win_rate=None if lc is None else _r(lc[i]),
-                            rating=_r(elo[i])))
+                            rating=None if elo is None else _r(elo[i])))
         rows.sort(key=lambda r: (r.rank, -r.win_rate, r.model))
-        breakdown, contribution = self._per_criterion(spec, data, judge, baseline, models, sel, s, progress)
-        meta = self._spec_json(spec, data, judge, baseline, sel, length_word)
-        return Leaderboard(spec=meta, rows=tuple(rows), criteria_breakdown=breakdown,
-                           warnings=tuple(warnings), criteria_contribution=contribution)
+        return rows
 
     def compare(self, a: LeaderboardSpec, b: LeaderboardSpec) -> Comparison:
         la, lb = self.rank(a), self.rank(b)
@@ -339,6 +415,12 @@ class LeaderboardService:
             "git_commit": git_commit(),
         })
         return meta
+
+
+def _unjudged(fast: np.ndarray, reference: np.ndarray, query_ids: tuple[str, ...]) -> list[str]:
+    """Queries with an answered pair the reference has not judged, in refinement order."""
+    missing = (~np.isnan(fast) & np.isnan(reference)).any(axis=0)
+    return refinement_order([q for q, m in zip(query_ids, missing) if m])
 
 
 def _match_topics(requested: tuple[str, ...], topics: list) -> list:

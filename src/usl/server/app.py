@@ -31,7 +31,7 @@ from usl.server.config import ServerConfig
 from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, LeaderboardResponse, SpecIn,
                                 TopicOut)
 from usl.server.security import SecurityHeaders
-from usl.server.stream import leaderboard_events
+from usl.server.stream import leaderboard_events, refine_events
 
 __all__ = ["ServerConfig", "create_app"]
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
              summary="Defaults and input limits the page uses")
     async def config_() -> dict:
         return {"benchmark": cfg.benchmark, "benchmarks": await boards.benchmarks(),
-                "judge": cfg.judges[0], "judges": list(cfg.judges),
+                "judge": cfg.judges[0], "judges": list(cfg.judges), "reference": cfg.reference,
                 "default_criteria": LeaderboardSpec().criteria.as_list(),
                 "limits": dataclasses.asdict(LIMITS)}
 
@@ -98,6 +98,24 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     async def leaderboard_stream(request: Request, s: SpecIn = Depends(spec_query)) -> StreamingResponse:
         spec = await boards.resolve(s)     # a bad request is a plain 422 before any event is sent
         return StreamingResponse(leaderboard_events(boards, request, spec), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    @app.get("/api/leaderboard/refine", tags=["leaderboard"],
+             summary="The board refined by the reference CRM, query by query (SSE)",
+             description="Server-sent events: `refined` (a LeaderboardResponse whose `leaderboard.spec.refinement` "
+                         "says how many queries the reference has judged) at once from what is cached, then after "
+                         "every few queries judged; `done` {queries_judged, queries, elapsed_s} when every query "
+                         "is judged; `error` {message}. Judgments are cached and shared: closing the stream stops "
+                         "the work, and the next request with the same criteria goes on from there. The board is "
+                         "the reference's estimated board: its scores on the judged queries, corrected for the "
+                         "rest with the fast judge's (usl.leaderboard.refine). 404 when the server refines "
+                         "nothing (ServerConfig.reference '').",
+             response_class=StreamingResponse, responses={200: {"content": {"text/event-stream": {}}}})
+    async def leaderboard_refine(request: Request, s: SpecIn = Depends(spec_query)) -> StreamingResponse:
+        if not cfg.reference:
+            raise HTTPException(404, "this server does not refine boards (no reference judge configured)")
+        spec = await boards.resolve(s)
+        return StreamingResponse(refine_events(boards, request, spec), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     @app.get("/api/examples", response_model=ExamplesResponse, tags=["leaderboard"],

@@ -33,6 +33,7 @@ class Boards:
     def __init__(self, service: Any, config: ServerConfig):
         self.service, self.config = service, config
         self.jobs = RankJobs(service.rank, workers=config.workers, cache_size=config.cache_size)
+        self.refine_slots = asyncio.Semaphore(config.refine_workers)   # see stream.refine_events
         self._topics: dict[str, list[TopicOut]] = {}
 
     # ---- what exists --------------------------------------------------------------------

@@ -11,6 +11,14 @@ class ServerConfig:
     judges: tuple[str, ...] = field(default=("default",),
                                     metadata={"help": "Judges a request may name; the first is the default. "
                                                       "Others are refused: a judge spec can name a model path."})
+    reference: str = field(default="crm",
+                           metadata={"help": "Judge that refines a board on request (GET /api/leaderboard/refine): "
+                                             "the slow reference CRM; '' turns refinement off."})
+    refine_queries: int = field(default=1, metadata={"help": "Queries the reference judges between two "
+                                                             "refined boards sent to the page."})
+    refine_workers: int = field(default=1, metadata={"help": "Refinement steps that may run at once; more "
+                                                             "streams take turns a step at a time (the "
+                                                             "reference CRM already uses every core)."})
     workers: int = field(default=2, metadata={"help": "Threads that rank leaderboards."})
     cache_size: int = field(default=64, metadata={"help": "Finished leaderboards kept in memory."})
     warm: bool = field(default=True, metadata={"help": "Rank the default leaderboard at start-up."})

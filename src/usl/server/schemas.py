@@ -130,6 +130,7 @@ class ConfigOut(BaseModel):
     benchmarks: list[str]
     judge: str
     judges: list[str]
+    reference: str = Field("", description="Judge that refines boards (/api/leaderboard/refine); '' = off.")
     default_criteria: list[str]
     limits: dict[str, int]
 

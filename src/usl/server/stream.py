@@ -22,7 +22,7 @@ import logging
 import time
 from typing import AsyncIterator
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 
 from usl.leaderboard.types import LeaderboardSpec
 from usl.server.boards import USER_ERRORS, Boards, finite, message
@@ -111,6 +111,37 @@ async def _follow(boards: Boards, request: Request, todo: list[Job], t0: float) 
                 w.exception()
             else:
                 w.cancel()
+
+
+async def refine_events(boards: Boards, request: Request, spec: LeaderboardSpec) -> AsyncIterator[str]:
+    """``refined`` boards as the reference judges query after query, until all are judged (``done``)
+    or the client leaves. Each step is one blocking ``service.refine`` call on a thread; the client
+    leaving is noticed between steps, so at most one step's work (cached) outlives the stream.
+    At most ``refine_workers`` steps run at once: concurrent streams take turns step by step
+    rather than splitting the cores between several copies of the reference model."""
+    t0, cfg = time.perf_counter(), boards.config
+    try:
+        default = await boards.ranked(boards.default_spec(spec), keep=True)
+        step = 0            # first: the estimate from what is cached already, at once
+        while True:
+            async with boards.refine_slots:     # streams take turns, one step (query) at a time
+                lb = await asyncio.to_thread(boards.service.refine, spec, cfg.reference, queries=step)
+            info = lb.spec["refinement"]
+            payload = boards.response(spec, lb, default, [])
+            payload["elapsed_s"] = round(time.perf_counter() - t0, 3)
+            yield sse("refined", payload)
+            if info["complete"]:
+                yield sse("done", {"queries_judged": info["queries_judged"], "queries": info["queries"],
+                                   "elapsed_s": round(time.perf_counter() - t0, 3)})
+                return
+            if await request.is_disconnected():
+                return
+            step = cfg.refine_queries
+    except Exception as e:  # noqa: BLE001 - the page must learn that it failed
+        if isinstance(e, HTTPException):
+            yield sse("error", {"message": str(e.detail)})
+        else:
+            yield _error_event(e)
 
 
 def _outcome(todo: list[Job]) -> list:

@@ -16,6 +16,9 @@ const state = {
   base: {judge: null, benchmark: null, baseline: null},   // from the URL; the server's defaults when null
   view: "default",
   controller: null,    // AbortController of the running custom request
+  // Refinement by the reference CRM (/api/leaderboard/refine): one stream at a time, for one view;
+  // fast[view] keeps the fast board it refines, status[view] the line shown under the title.
+  refine: {controller: null, view: null, fast: {default: null, custom: null}, status: {default: "", custom: ""}},
   clickedAt: null,
   renderSeq: 0,
 };
@@ -229,6 +232,7 @@ async function runCustom() {
   if (problem) return;
   writeURL(spec);
   if (state.controller) state.controller.abort();
+  forgetRefinement("custom");
   if (!isCustom(spec) && state.boards.default) {     // nothing customised: that is the default board
     state.controller = null;
     setView("default");
@@ -306,6 +310,88 @@ function setView(view) {
   render();
 }
 
+// ---- refinement by the reference CRM --------------------------------------------------------
+
+// Judged questions before the refined board replaces the fast one: with fewer, the sampling noise
+// of the judged subset outweighs the fast judge's disagreement with the reference (measured:
+// docs/crm_transformer_runs.md, "Progressive refinement").
+const REFINE_SHOW_AFTER = 10;
+
+function renderRefineBar() {
+  const ref = state.config && state.config.reference;
+  const bar = $("refine-bar");
+  bar.hidden = !ref || !state.boards[state.view];
+  if (bar.hidden) return;
+  const running = state.refine.controller !== null && state.refine.view === state.view;
+  $("refine-btn").textContent = running ? "Stop refining" : `Refine with ${ref}`;
+  $("refine-status").textContent = state.refine.status[state.view] || "";
+}
+
+function setRefineStatus(view, text) {
+  state.refine.status[view] = text;
+  if (state.view === view) renderRefineBar();
+}
+
+function stopRefinement() {
+  if (state.refine.controller) state.refine.controller.abort();
+  state.refine.controller = null;
+  renderRefineBar();
+}
+
+// A new board for this view: its refinement (if any) is over and its fast board is the new one.
+function forgetRefinement(view) {
+  if (state.refine.view === view) stopRefinement();
+  state.refine.fast[view] = null;
+  state.refine.status[view] = "";
+}
+
+function toggleRefinement() {
+  const view = state.view;
+  const mine = state.refine.controller !== null && state.refine.view === view;
+  stopRefinement();
+  if (!mine) refine(view);
+}
+
+async function refine(view) {
+  const fast = state.refine.fast[view] || state.boards[view];
+  state.refine.fast[view] = fast;
+  const controller = new AbortController();
+  state.refine.controller = controller;
+  state.refine.view = view;
+  const t0 = performance.now();
+  const ref = state.config.reference;
+  setRefineStatus(view, `Refining with ${ref}…`);
+  try {
+    const res = await fetch("/api/leaderboard/refine?" + fast.query, {signal: controller.signal});
+    if (!res.ok) throw new Error(await errorText(res));
+    for await (const [event, obj] of sseEvents(res)) {
+      if (event === "error") throw new Error(obj.message || "refinement failed");
+      if (event !== "refined") continue;
+      const r = obj.leaderboard.spec.refinement;
+      const shown = r.complete || r.queries_judged >= REFINE_SHOW_AFTER;
+      const secs = fmt((performance.now() - t0) / 1000, 0);
+      setRefineStatus(view, `${r.complete ? "Refined" : "Refining"} with ${ref}: ${r.queries_judged} of ${r.queries} ` +
+        `questions judged · ${secs} s` + (shown ? (r.complete ? "" : " · the rest estimated from the fast judge")
+                                              : ` · its board replaces this one from ${REFINE_SHOW_AFTER}`));
+      if (!shown) continue;
+      // The per-criterion breakdown and timing stay the fast judge's: the refined board has none.
+      obj.leaderboard.criteria_breakdown = fast.leaderboard.criteria_breakdown;
+      obj.leaderboard.criteria_contribution = fast.leaderboard.criteria_contribution;
+      obj.elapsed_s = fast.elapsed_s;
+      obj.warnings = [...(fast.warnings || []).filter((w) => !obj.warnings.includes(w)), ...obj.warnings];
+      state.boards[view] = obj;
+      if (state.view === view) render();
+    }
+  } catch (e) {
+    if (e.name !== "AbortError") setRefineStatus(view, `Refinement stopped: ${e.message}`);
+  } finally {
+    if (state.refine.controller === controller) {
+      state.refine.controller = null;
+      renderRefineBar();
+    }
+  }
+}
+
 // ---- rendering ------------------------------------------------------------------------------
 
 function render() {
@@ -326,6 +412,7 @@ function render() {
     renderBreakdown(payload);
   }
   renderModelChoice(payload);
+  renderRefineBar();
   afterPaint(() => {
     const table = $("leaderboard");
     state.renderSeq += 1;
@@ -343,14 +430,16 @@ function afterPaint(fn) { requestAnimationFrame(() => requestAnimationFrame(fn))
 function describe(payload, spec, custom) {
   const rows = payload.leaderboard.rows;
   const n = rows.length ? Math.max(...rows.map((r) => r.n + r.n_missing)) : 0;
-  if (!custom) return `General criteria · all topics · ${rows.length} models · ${n} questions`;
+  const rf = payload.leaderboard.spec.refinement;
+  const refined = rf ? ` · refined by ${rf.reference} (${rf.queries_judged}/${rf.queries} judged; CIs: Student t)` : "";
+  if (!custom) return `General criteria · all topics · ${rows.length} models · ${n} questions${refined}`;
   const parts = [];
   const c = spec.likes.length + spec.avoid.length;
   parts.push(c ? `${c} criteria` : "general criteria");
   parts.push(spec.topics.length ? `${spec.topics.length} topic${spec.topics.length > 1 ? "s" : ""}` : "all topics");
   if (spec.use_case) parts.push("use case");
   parts.push(`${rows.length} models · up to ${n} questions`);
-  return parts.join(" · ");
+  return parts.join(" · ") + refined;
 }
 
 function renderWarnings(list) {
@@ -594,6 +683,7 @@ async function init() {
     writeForm({likes: [], avoid: [], topics: [], use_case: ""});
     showError(null);
     writeURL({likes: [], avoid: [], topics: [], use_case: ""});
+    forgetRefinement("custom");
     state.boards.custom = null;
     $("tab-custom").disabled = true;
     setView("default");
@@ -608,6 +698,7 @@ async function init() {
   for (const t of document.querySelectorAll(".tabs [role=tab]")) t.addEventListener("click", () => { if (!t.disabled) setView(t.dataset.view); });
   $("example-btn").addEventListener("click", () => { if ($("example-model").value) showExamples($("example-model").value); });
   $("copy-link").addEventListener("click", copyLink);
+  $("refine-btn").addEventListener("click", toggleRefinement);
   for (const [id, key] of [["benchmark-select", "benchmark"], ["judge-select", "judge"]]) {
     $(id).addEventListener("change", () => {
       // Another benchmark has other topics: start from its default board. Another judge keeps

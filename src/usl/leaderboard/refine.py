@@ -1,0 +1,109 @@
+"""Progressive refinement: the fast judge's board now, the reference CRM's board as it is judged.
+
+The fast path answers new criteria in a fraction of a second, but it is a different judge from the
+pairwise CRM it stands in for (``scripts/crm_fidelity.py report`` measures how different). The
+reference CRM costs one transformer pass per (model, query, order): minutes of CPU for a handful
+of queries, most of an hour for the whole board. Refinement spends that cost a few queries at a
+time, in a fixed order, and after every step gives the best estimate of the board the reference
+would give on *all* the selected queries.
+
+The estimate is the survey statistician's two-phase regression estimator (the same idea as
+prediction-powered inference): the fast judge has scored every query, the reference a random
+subset ``J``; per model,
+
+    theta = mean_J(g) + lam * (mean_all(f) - mean_J(f))
+
+with ``f`` the fast score, ``g`` the reference's, and ``lam`` the slope of ``g`` on ``f`` over the
+judged pairs (pooled over models after centring each model, clipped to [0, 1]). Where the fast
+judge predicts the reference well the correction removes most of the sampling noise of the
+subset; where it does not (``lam`` near 0) the estimate is the plain mean over the judged queries:
+never worse than ignoring the fast judge, up to the noise in ``lam``. Once every query is judged
+it equals the reference's board exactly.
+
+Its variance, ``s2_g / n + (1/k - 1/n) s2_e`` (``e = g - lam f``, ``k`` judged of ``n`` answered),
+covers the same thing the fast board's bootstrap CI does, the reference's win rate on queries like
+these; the CI uses Student's t with ``k - 1`` degrees of freedom, and each model's variances are
+pulled towards all models' with the weight of ``PRIOR_QUERIES`` queries (a model that won its three
+judged queries gets a wide interval, not a zero-width one). A model with fewer than two
+judged queries keeps its fast estimate and CI.
+
+The order is a fixed pseudo-random permutation of the query ids (a hash, so it does not depend on
+the selection): a topic's board and the whole board share their judged queries, and judgments
+cached by one user's refinement serve the next user with the same criteria.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from usl.leaderboard.stats import Summary, ci_rank
+
+MIN_JUDGED = 2      # judged queries a model needs before its reference estimate replaces the fast one
+PRIOR_QUERIES = 5   # weight, in queries, of the all-models variance in each model's variance
+
+
+def refinement_order(query_ids: Sequence[str], salt: str = "usl-refine-1") -> list[str]:
+    """``query_ids`` in the fixed order refinement judges them (stable under any sub-selection)."""
+    return sorted(query_ids, key=lambda q: hashlib.sha256(f"{salt}\0{q}".encode()).hexdigest())
+
+
+@dataclass(frozen=True)
+class Refined:
+    summary: Summary          # percent win rates, CIs, CI-aware ranks, answered counts
+    judged: np.ndarray        # (M,) queries the reference judged, per model
+    slope: float              # lam: how much of the fast judge's signal the estimate uses
+
+
+def refine(fast: np.ndarray, reference: np.ndarray, fast_ci: np.ndarray | None = None,
+           level: float = 0.95) -> Refined:
+    """The reference judge's board estimated from its judged cells and the fast judge's full matrix.
+
+    ``fast``: (M, Q) fast scores, NaN where unanswered. ``reference``: (M, Q) the reference's scores
+    on the judged cells, NaN elsewhere. ``fast_ci``: (M, 2) percent, the fast board's CI, kept for
+    models with fewer than ``MIN_JUDGED`` judged queries (NaN if not given).
+    """
+    f = np.asarray(fast, dtype=np.float64)
+    g = np.asarray(reference, dtype=np.float64)
+    if f.shape != g.shape:
+        raise ValueError(f"fast scores {f.shape} and reference scores {g.shape} differ in shape")
+    answered = ~np.isnan(f)
+    judged = answered & ~np.isnan(g)
+    n, k = answered.sum(1), judged.sum(1)
+    fj, gj = np.where(judged, f, np.nan), np.where(judged, g, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # rows with nothing judged: MIN_JUDGED handles them
+        f_all = np.nanmean(np.where(answered, f, np.nan), 1)
+        f_j, g_j = np.nanmean(fj, 1), np.nanmean(gj, 1)
+        dx, dy = fj - f_j[:, None], gj - g_j[:, None]
+        sxx = np.nansum(dx * dx)
+        slope = float(np.clip(np.nansum(dx * dy) / sxx, 0.0, 1.0)) if sxx > 0 else 0.0
+        theta = np.clip(g_j + slope * (f_all - f_j), 0.0, 1.0)   # a win rate, whatever the correction
+        e = gj - slope * fj
+        var = _shrunk_var(gj, k) / n + (1.0 / k - 1.0 / n) * _shrunk_var(e, k)
+        half = sps.t.ppf(0.5 + level / 2, np.maximum(k - 1, 1)) * np.sqrt(np.maximum(var, 0.0))
+    ok = k >= MIN_JUDGED
+    win = np.where(ok, 100.0 * theta, 100.0 * f_all)
+    ci = np.full((len(f), 2), np.nan) if fast_ci is None else np.array(fast_ci, dtype=np.float64)
+    ci[ok] = np.stack([win[ok] - 100.0 * half[ok], win[ok] + 100.0 * half[ok]], 1)
+    ci = np.clip(ci, 0.0, 100.0)
+    return Refined(Summary(win_rate=win, ci=ci, n=n, rank=ci_rank(ci)), judged=k, slope=slope)
+
+
+
+def _shrunk_var(x: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Each row's sample variance, pulled towards the variance of all rows (each row centred) with
+    the weight of ``PRIOR_QUERIES`` queries: three judged wins out of three is not a zero-width CI.
+    Where every judged value of every row is the same, the prior is the largest variance a score in
+    [0, 1] with the row's Laplace-smoothed mean can have, ``p (1 - p)``."""
+    pooled = np.nanvar(x - np.nanmean(x, 1, keepdims=True), ddof=1) if (k >= 2).any() else 0.0
+    if not pooled > 0:
+        p = (np.nansum(x, 1) + 1.0) / (k + 2.0)
+        pooled = p * (1.0 - p)
+    own = np.where(k >= 2, np.nanvar(x, 1, ddof=1), 0.0)
+    return (np.maximum(k - 1, 0) * own + PRIOR_QUERIES * pooled) / (np.maximum(k - 1, 0) + PRIOR_QUERIES)
