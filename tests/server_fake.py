@@ -41,9 +41,9 @@ class FakeService:
     Any other criteria reverse the order; topics and use case shift every rate by -5."""
 
     def __init__(self, delay_s: float = 0.0, steps: int = 4, contradiction_delay_s: float = 0.0,
-                 refine_delay_s: float = 0.0):
+                 refine_delay_s: float = 0.0, refine_stuck: bool = False):
         self.delay_s, self.steps, self.contradiction_delay_s = delay_s, steps, contradiction_delay_s
-        self.refine_delay_s = refine_delay_s
+        self.refine_delay_s, self.refine_stuck = refine_delay_s, refine_stuck   # stuck: never judges one
         self.rank_calls: list[LeaderboardSpec] = []
         self.refine_calls: list[tuple] = []
         self.refining = self.most_refining = 0        # refine calls running now / at most at once
@@ -97,7 +97,8 @@ class FakeService:
             self.refining += 1
             self.most_refining = max(self.most_refining, self.refining)
             judged = self._judged.get(key, 0)
-            judged = min(self.REFINE_QUERIES, judged + (self.REFINE_QUERIES if queries is None else queries))
+            if not self.refine_stuck:
+                judged = min(self.REFINE_QUERIES, judged + (self.REFINE_QUERIES if queries is None else queries))
             self._judged[key] = judged
         time.sleep(self.refine_delay_s)
         with self._lock:

@@ -191,6 +191,11 @@ def test_refine_replaces_the_board_once_enough_questions_are_judged(browser):
                                "document.getElementById('refine-status').textContent)", timeout=10000)
         assert board(page) == list(MODELS[::-1])
         assert page.inner_text("#refine-btn") == "Stop refining"
+        page.click("#refine-btn")                          # stop: judgments are kept, a new click goes on
+        page.wait_for_function("() => document.getElementById('refine-status').textContent"
+                               ".startsWith('Stopped with ')", timeout=10000)
+        assert page.inner_text("#refine-btn") == "Refine with crm" and board(page) == list(MODELS[::-1])
+        page.click("#refine-btn")
         page.wait_for_function("() => document.getElementById('refine-status').textContent"
                                ".startsWith('Refined with crm: 12 of 12 questions judged')", timeout=20000)
         page.wait_for_function(f"() => document.getElementById('leaderboard').dataset.renderSeq !== '{seq}'")
@@ -200,6 +205,7 @@ def test_refine_replaces_the_board_once_enough_questions_are_judged(browser):
         assert "refined: 12 judged" in page.locator("#warnings li").all_inner_texts()
         assert page.locator("#breakdown tbody tr[data-model]").count() == len(MODELS)   # the fast board's, kept
         assert {q for *_, q in svc.refine_calls} == {0, 1}
+        assert sum(q == 0 for *_, q in svc.refine_calls) == 2        # each stream starts from the cache
         # new criteria: the refinement is forgotten and the new fast board shows
         page.fill("#likes", "Something else")
         page.click("#rank-btn")

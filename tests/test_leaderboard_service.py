@@ -263,8 +263,17 @@ def test_refine_counts_only_the_selected_topic(home):
     board = svc.refine(spec(criteria=CONCISE, topics=("even",)), "length", queries=None)
     assert board.spec["refinement"]["queries_judged"] == board.spec["refinement"]["queries"] == 5
     assert {r.model: r.topics for r in board.rows}["m1"] == {"Even questions": 100.0}
-    whole = svc.refine(spec(criteria=CONCISE), "length")            # the even queries serve the whole board
-    assert whole.spec["refinement"]["queries_judged"] == 5
+    # For the whole board only the judged prefix of its order is a random sample: the even queries
+    # count up to the first odd one, and the rest wait until the whole board's turn comes to them.
+    from usl.leaderboard.refine import refinement_order
+
+    order = refinement_order([f"q{i}" for i in range(N_Q)])
+    lead = next(i for i, q in enumerate(order) if int(q[1:]) % 2)
+    whole = svc.refine(spec(criteria=CONCISE), "length")
+    assert whole.spec["refinement"]["queries_judged"] == lead < 5
+    seen = []
+    done = svc.refine(spec(criteria=CONCISE), "length", queries=None, progress=lambda d, t: seen.append((d, t)))
+    assert done.spec["refinement"]["complete"] and seen[-1] == (5, 5)     # only the odd queries were judged
 
 
 def test_refine_needs_a_reference_that_keeps_its_judgments(home):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from usl.leaderboard.refine import MIN_JUDGED, refine, refinement_order
+from usl.leaderboard.refine import MIN_JUDGED, PRIOR_QUERIES, _shrunk_var, refine, refinement_order
 from usl.leaderboard.stats import win_rates
 
 
@@ -51,13 +51,14 @@ def test_a_model_with_too_few_judged_queries_keeps_its_fast_estimate():
     assert r.summary.win_rate[1] != pytest.approx(win_rates(f)[0][1])
 
 
-def test_the_fast_judge_cuts_the_subset_noise_when_it_predicts_the_reference():
+@pytest.mark.parametrize("k", [10, 20])
+def test_the_fast_judge_cuts_the_subset_noise_when_it_predicts_the_reference(k):
     f, g = boards(noise=0.05, bias=np.linspace(0.1, -0.1, 12))
     truth = win_rates(g)[0]
     rng = np.random.default_rng(1)
     err_refined, err_subset, covered = [], [], []
     for _ in range(200):
-        cols = rng.choice(200, 20, replace=False)
+        cols = rng.choice(200, k, replace=False)
         r = refine(f, seen(g, cols))
         err_refined.append(np.abs(r.summary.win_rate - truth).mean())
         err_subset.append(np.abs(win_rates(g[:, cols])[0] - truth).mean())
@@ -98,3 +99,12 @@ def test_refinement_order_is_fixed_and_shared_by_every_selection():
     assert refinement_order(list(reversed(ids))) == order
     subset = ids[::3]
     assert refinement_order(subset) == [q for q in order if q in set(subset)]
+
+
+def test_variances_pool_the_rows_with_one_degree_of_freedom_per_row():
+    x = np.array([[0.0, 1.0, np.nan], [1.0, 1.0, 0.0], [np.nan, np.nan, np.nan]])
+    k = np.array([2, 3, 0])
+    pooled = (0.5 + 6 / 9) / (5 - 2)               # within-row sums of squares / (cells - rows)
+    np.testing.assert_allclose(_shrunk_var(x, k), [(0.5 + PRIOR_QUERIES * pooled) / (1 + PRIOR_QUERIES),
+                                                   (2 * (1 / 3) + PRIOR_QUERIES * pooled) / (2 + PRIOR_QUERIES),
+                                                   pooled])

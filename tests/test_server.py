@@ -291,3 +291,26 @@ def test_refinement_streams_take_turns():
             t.join()
     assert results == [["refined"] * (FakeService.REFINE_QUERIES + 1) + ["done"]] * 3
     assert svc.most_refining == 1 and len(svc.refine_calls) == 3 * (FakeService.REFINE_QUERIES + 1)
+
+
+def test_a_closed_refinement_stream_keeps_its_turn_until_its_step_ends():
+    """The page closes a stream mid-step: the step runs on (its judgments are cached) and the next
+    stream waits for it instead of running beside it."""
+    svc = FakeService(refine_delay_s=0.6)
+    with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
+        with httpx.Client(timeout=30) as c, c.stream("GET", url + "/api/leaderboard/refine",
+                                                     params={"likes": "closed early"}) as r:
+            for line in r.iter_lines():
+                if line.startswith("event: refined"):
+                    break                               # the first board is out; the next step is running
+        evs = events(httpx.get(url + "/api/leaderboard/refine", params={"likes": "next one"}, timeout=60).text)
+    assert [k for k, _ in evs][-1] == "done"
+    assert svc.most_refining == 1
+
+
+def test_a_refinement_that_judges_nothing_new_stops_with_an_error():
+    svc = FakeService(refine_stuck=True)
+    with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
+        evs = events(httpx.get(url + "/api/leaderboard/refine", params={"likes": "stuck"}, timeout=30).text)
+    assert [k for k, _ in evs] == ["refined", "refined", "error"]
+    assert "judged no new one" in evs[-1][1]["message"]

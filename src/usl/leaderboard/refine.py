@@ -28,8 +28,9 @@ judged queries gets a wide interval, not a zero-width one). A model with fewer t
 judged queries keeps its fast estimate and CI.
 
 The order is a fixed pseudo-random permutation of the query ids (a hash, so it does not depend on
-the selection): a topic's board and the whole board share their judged queries, and judgments
-cached by one user's refinement serve the next user with the same criteria.
+the selection), and only a judged *prefix* of it is a random sample of the selection: judgments
+cached for another selection (a topic refined first) count once the order reaches them, not
+before. Judgments cached by one user's refinement serve the next user with the same criteria.
 """
 
 from __future__ import annotations
@@ -61,12 +62,15 @@ class Refined:
 
 
 def refine(fast: np.ndarray, reference: np.ndarray, fast_ci: np.ndarray | None = None,
-           level: float = 0.95) -> Refined:
+           level: float = 0.95, slope: float | None = None) -> Refined:
     """The reference judge's board estimated from its judged cells and the fast judge's full matrix.
 
     ``fast``: (M, Q) fast scores, NaN where unanswered. ``reference``: (M, Q) the reference's scores
-    on the judged cells, NaN elsewhere. ``fast_ci``: (M, 2) percent, the fast board's CI, kept for
-    models with fewer than ``MIN_JUDGED`` judged queries (NaN if not given).
+    on the judged cells, NaN elsewhere; the judged queries must be a random sample of the queries
+    (a prefix of ``refinement_order``), or the estimate is biased. ``fast_ci``: (M, 2) percent, the
+    fast board's CI, kept for models with fewer than ``MIN_JUDGED`` judged queries (NaN if not
+    given). ``slope``: use this slope instead of fitting one (a topic's board takes the whole
+    board's, fitted on more pairs).
     """
     f = np.asarray(fast, dtype=np.float64)
     g = np.asarray(reference, dtype=np.float64)
@@ -81,8 +85,9 @@ def refine(fast: np.ndarray, reference: np.ndarray, fast_ci: np.ndarray | None =
         f_all = np.nanmean(np.where(answered, f, np.nan), 1)
         f_j, g_j = np.nanmean(fj, 1), np.nanmean(gj, 1)
         dx, dy = fj - f_j[:, None], gj - g_j[:, None]
-        sxx = np.nansum(dx * dx)
-        slope = float(np.clip(np.nansum(dx * dy) / sxx, 0.0, 1.0)) if sxx > 0 else 0.0
+        if slope is None:
+            sxx = np.nansum(dx * dx)
+            slope = float(np.clip(np.nansum(dx * dy) / sxx, 0.0, 1.0)) if sxx > 0 else 0.0
         theta = np.clip(g_j + slope * (f_all - f_j), 0.0, 1.0)   # a win rate, whatever the correction
         e = gj - slope * fj
         var = _shrunk_var(gj, k) / n + (1.0 / k - 1.0 / n) * _shrunk_var(e, k)
@@ -101,9 +106,14 @@ def _shrunk_var(x: np.ndarray, k: np.ndarray) -> np.ndarray:
     the weight of ``PRIOR_QUERIES`` queries: three judged wins out of three is not a zero-width CI.
     Where every judged value of every row is the same, the prior is the largest variance a score in
     [0, 1] with the row's Laplace-smoothed mean can have, ``p (1 - p)``."""
-    pooled = np.nanvar(x - np.nanmean(x, 1, keepdims=True), ddof=1) if (k >= 2).any() else 0.0
+    has = k >= 1
+    dof = int(k[has].sum() - has.sum())       # pooled within-row variance: one dof per row's mean
+    pooled = 0.0
+    if dof > 0:
+        pooled = float(np.nansum((x[has] - np.nanmean(x[has], 1, keepdims=True)) ** 2) / dof)
     if not pooled > 0:
         p = (np.nansum(x, 1) + 1.0) / (k + 2.0)
         pooled = p * (1.0 - p)
-    own = np.where(k >= 2, np.nanvar(x, 1, ddof=1), 0.0)
+    own, two = np.zeros(len(k)), k >= 2
+    own[two] = np.nanvar(x[two], 1, ddof=1)
     return (np.maximum(k - 1, 0) * own + PRIOR_QUERIES * pooled) / (np.maximum(k - 1, 0) + PRIOR_QUERIES)

@@ -109,7 +109,7 @@ class LeaderboardService:
         self._no_topics: set[str] = set()   # benchmarks whose topics could not be built
         self._prepared_keys: set[tuple] = set()
         self._prepare_lock = threading.Lock()
-        self._refine_locks: dict[tuple, threading.Lock] = {}
+        self._refine_locks = [threading.Lock() for _ in range(64)]   # striped by board: bounded
 
     # ---- data -------------------------------------------------------------------------------
     def benchmarks(self) -> list[str]:
@@ -203,12 +203,11 @@ class LeaderboardService:
         sel = self._select(spec, data)
         f = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
         job = ScoringJob(spec.criteria.canonical(), baseline, tuple(models), sel.query_ids)
-        lock_key = (ref.identity, spec.criteria.key(), data.name, baseline)
-        with self._lock:
-            lock = self._refine_locks.setdefault(lock_key, threading.Lock())
+        lock = self._refine_locks[hash((ref.identity, spec.criteria.key(), data.name, baseline))
+                                  % len(self._refine_locks)]
         with lock:      # two refinements of the same board judge each query once
             g = cached_scores(data, ref, job, self.cache)
-            todo = _unjudged(f, g, sel.query_ids)
+            todo = _judging_order(f, g, sel.query_ids)[1]
             total = len(todo) if queries is None else min(max(queries, 0), len(todo))
             t0 = time.monotonic()
             if progress:
@@ -220,12 +219,17 @@ class LeaderboardService:
                 if progress:
                     progress(done, total)
             g = cached_scores(data, ref, job, self.cache)
+        # Only the judged prefix of the order is a random sample of the selection: other cached
+        # judgments (another topic refined first, a topic ranked with the reference) are left out.
+        sample = _judging_order(f, g, sel.query_ids)[0]
+        g[:, ~np.isin(np.asarray(sel.query_ids), sample)] = np.nan
+        judged = len(sample)
         fast = stats.summarize(f, spec.n_bootstrap, spec.seed)
         est = refine_board(f, g, fast.ci)
-        topic_wr = {t: refine_board(f[:, cols], g[:, cols]).summary.win_rate for t, cols in sel.topic_columns.items()}
+        topic_wr = {t: refine_board(f[:, cols], g[:, cols], slope=est.slope).summary.win_rate
+                    for t, cols in sel.topic_columns.items()}
         warnings = list(find_contradictions(spec.criteria))
         rows = self._rows(data, models, sel, f, est.summary, topic_wr, None, None, warnings)
-        judged = len(sel.query_ids) - len(_unjudged(f, g, sel.query_ids))
         if judged < len(sel.query_ids):
             warnings.append(f"refined board: {judged} of {len(sel.query_ids)} queries judged by {ref.identity}; "
                             "the rest are estimated from the fast judge")
@@ -417,10 +421,14 @@ class LeaderboardService:
         return meta
 
 
-def _unjudged(fast: np.ndarray, reference: np.ndarray, query_ids: tuple[str, ...]) -> list[str]:
-    """Queries with an answered pair the reference has not judged, in refinement order."""
-    missing = (~np.isnan(fast) & np.isnan(reference)).any(axis=0)
-    return refinement_order([q for q, m in zip(query_ids, missing) if m])
+def _judging_order(fast: np.ndarray, reference: np.ndarray, query_ids: tuple[str, ...]):
+    """(the longest prefix of the refinement order whose every answered pair the reference has
+    judged, the queries still to judge after it in that order); a query with no answered pair
+    counts as judged."""
+    missing = dict(zip(query_ids, (~np.isnan(fast) & np.isnan(reference)).any(axis=0)))
+    order = refinement_order(query_ids)
+    cut = next((i for i, q in enumerate(order) if missing[q]), len(order))
+    return order[:cut], [q for q in order[cut:] if missing[q]]
 
 
 def _match_topics(requested: tuple[str, ...], topics: list) -> list:

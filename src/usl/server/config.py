@@ -29,3 +29,5 @@ class ServerConfig:
     def __post_init__(self):
         if not self.judges:
             raise ValueError("ServerConfig.judges must name at least one judge")
+        if self.refine_queries < 1 or self.refine_workers < 1:
+            raise ValueError("ServerConfig.refine_queries and refine_workers must be at least 1")

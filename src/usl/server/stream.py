@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import time
@@ -122,10 +123,9 @@ async def refine_events(boards: Boards, request: Request, spec: LeaderboardSpec)
     t0, cfg = time.perf_counter(), boards.config
     try:
         default = await boards.ranked(boards.default_spec(spec), keep=True)
-        step = 0            # first: the estimate from what is cached already, at once
+        step, before = 0, -1    # first: the estimate from what is cached already, at once
         while True:
-            async with boards.refine_slots:     # streams take turns, one step (query) at a time
-                lb = await asyncio.to_thread(boards.service.refine, spec, cfg.reference, queries=step)
+            lb = await _refine_step(boards, spec, step)
             info = lb.spec["refinement"]
             payload = boards.response(spec, lb, default, [])
             payload["elapsed_s"] = round(time.perf_counter() - t0, 3)
@@ -134,14 +134,41 @@ async def refine_events(boards: Boards, request: Request, spec: LeaderboardSpec)
                 yield sse("done", {"queries_judged": info["queries_judged"], "queries": info["queries"],
                                    "elapsed_s": round(time.perf_counter() - t0, 3)})
                 return
+            if step and info["queries_judged"] <= before:    # e.g. a verdict the reference cannot give
+                yield sse("error", {"message": f"refinement stopped at {info['queries_judged']} of "
+                                               f"{info['queries']} queries: the reference judged no new one"})
+                return
             if await request.is_disconnected():
                 return
-            step = cfg.refine_queries
+            step, before = cfg.refine_queries, info["queries_judged"]
     except Exception as e:  # noqa: BLE001 - the page must learn that it failed
         if isinstance(e, HTTPException):
             yield sse("error", {"message": str(e.detail)})
         else:
             yield _error_event(e)
+
+
+async def _refine_step(boards: Boards, spec: LeaderboardSpec, step: int):
+    """One ``service.refine`` call on a worker thread, holding a refinement slot until the thread
+    is done: a stream closed mid-step (its coroutine cancelled) does not hand its turn to the next
+    stream while its step is still running."""
+    await boards.refine_slots.acquire()
+    try:
+        fut = asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(boards.service.refine, spec, boards.config.reference, queries=step))
+    except BaseException:
+        boards.refine_slots.release()
+        raise
+    fut.add_done_callback(_release(boards))
+    return await asyncio.shield(fut)
+
+
+def _release(boards: Boards):
+    def done(fut: asyncio.Future) -> None:
+        boards.refine_slots.release()
+        if not fut.cancelled() and fut.exception() is not None:   # retrieved: no "never retrieved" noise
+            log.debug("refinement step failed: %s", fut.exception())
+    return done
 
 
 def _outcome(todo: list[Job]) -> list:

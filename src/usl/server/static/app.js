@@ -232,7 +232,7 @@ async function runCustom() {
   if (problem) return;
   writeURL(spec);
   if (state.controller) state.controller.abort();
-  forgetRefinement("custom");
+  if (state.refine.view === "custom") stopRefinement();
   if (!isCustom(spec) && state.boards.default) {     // nothing customised: that is the default board
     state.controller = null;
     setView("default");
@@ -265,6 +265,7 @@ async function runCustom() {
     payload.breakdownPending = spec.likes.length + spec.avoid.length >= 2
       && Object.keys(payload.leaderboard.criteria_breakdown || {}).length === 0;
     if (state.controller !== controller) return;     // a newer request took over
+    forgetRefinement("custom");                      // a new fast board: refining starts afresh
     state.boards.custom = payload;
     spec.judge = spec.judge || payload.leaderboard.spec.judge;
     spec.benchmark = spec.benchmark || payload.leaderboard.spec.benchmark;
@@ -360,14 +361,17 @@ async function refine(view) {
   state.refine.view = view;
   const t0 = performance.now();
   const ref = state.config.reference;
+  let last = null;
   setRefineStatus(view, `Refining with ${ref}…`);
   try {
     const res = await fetch("/api/leaderboard/refine?" + fast.query, {signal: controller.signal});
     if (!res.ok) throw new Error(await errorText(res));
     for await (const [event, obj] of sseEvents(res)) {
+      if (state.refine.controller !== controller) break;     // stopped: buffered events are stale
       if (event === "error") throw new Error(obj.message || "refinement failed");
       if (event !== "refined") continue;
       const r = obj.leaderboard.spec.refinement;
+      last = r;
       const shown = r.complete || r.queries_judged >= REFINE_SHOW_AFTER;
       const secs = fmt((performance.now() - t0) / 1000, 0);
       setRefineStatus(view, `${r.complete ? "Refined" : "Refining"} with ${ref}: ${r.queries_judged} of ${r.queries} ` +
@@ -389,6 +393,11 @@ async function refine(view) {
       state.refine.controller = null;
       renderRefineBar();
     }
+    // Stopped by the user (not by a new board, which forgets the refinement): say where it stands.
+    if (controller.signal.aborted && state.refine.fast[view] === fast) {
+      setRefineStatus(view, last ? `Stopped with ${last.queries_judged} of ${last.queries} questions judged by ` +
+        `${ref} (kept: refine again to go on)` : "");
+    }
   }
 }
 
@@ -406,6 +415,9 @@ function render() {
   renderTable(payload, custom);
   $("export-csv").href = "/api/export.csv?" + payload.query;
   $("export-json").href = "/api/export.json?" + payload.query;
+  const exportNote = payload.leaderboard.spec.refinement ? "Exports the fast judge's board (the refined one: JSON of "
+    + "/api/leaderboard/refine)" : "";
+  $("export-csv").title = $("export-json").title = exportNote;
   $("custom-extras").hidden = !custom;
   if (custom) {
     renderPlot(payload);
@@ -453,8 +465,9 @@ function renderSummary(payload) {
   if (!payload) { box.hidden = true; return; }
   const cmp = payload.comparison;
   const moved = cmp.placements.filter((p) => p.default_position !== null && p.default_position !== p.position).length;
+  const refined = Boolean(payload.leaderboard.spec.refinement);
   box.replaceChildren(
-    stat("Kendall τ vs default", fmt(cmp.kendall_tau, 2)),
+    stat(refined ? "Kendall τ vs default (fast judge)" : "Kendall τ vs default", fmt(cmp.kendall_tau, 2)),
     stat("Spearman ρ", fmt(cmp.spearman_rho, 2)),
     stat("Models that moved", `${moved} / ${cmp.placements.length}`),
     stat("Computed in", `${fmt(payload.elapsed_s, 2)} s`),
