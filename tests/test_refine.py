@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from usl.leaderboard.refine import MIN_JUDGED, PRIOR_QUERIES, _shrunk_var, refine, refinement_order
+from usl.leaderboard.refine import (
+    MIN_JUDGED,
+    PRIOR_QUERIES,
+    _shrunk_var,
+    refine,
+    refinement_order,
+)
 from usl.leaderboard.stats import win_rates
 
 
