@@ -274,21 +274,24 @@ def _refined_taus(boards: list[tuple[np.ndarray, np.ndarray]], ks: list[int], dr
 
     out = []
     for k in ks:
-        per_set, per_set_plain = [], []
+        per_set, per_set_unshrunk, per_set_plain = [], [], []
         for si, (fast, full) in enumerate(boards):
             rng, wf = np.random.default_rng(si), np.nanmean(full, 1)
-            taus, plain = [], []
+            taus, unshrunk, plain = [], [], []
             for _ in range(draws):
                 seen = np.full(full.shape, np.nan)
                 cols = rng.permutation(full.shape[1])[:k]
                 seen[:, cols] = full[:, cols]
                 taus.append(kendalltau(refine(fast, seen).summary.win_rate, wf).statistic)
+                unshrunk.append(kendalltau(refine(fast, seen, shrink=False).summary.win_rate, wf).statistic)
                 plain.append(kendalltau(np.nanmean(full[:, cols], 1), wf).statistic)
             per_set.append(float(np.mean(taus)))
+            per_set_unshrunk.append(float(np.mean(unshrunk)))
             per_set_plain.append(float(np.mean(plain)))
         out.append({"queries_judged": k, "median_tau": round(float(np.median(per_set)), 3),
                     "mean_tau": round(float(np.mean(per_set)), 3), "min_tau": round(float(np.min(per_set)), 3),
-                    # the same judged queries without the fast judge's correction
+                    # without the shrinkage of the corrections, and without the fast judge at all
+                    "unshrunk_median_tau": round(float(np.median(per_set_unshrunk)), 3),
                     "judged_only_median_tau": round(float(np.median(per_set_plain)), 3)})
     return out
 

@@ -147,7 +147,7 @@ def test_report_gives_tau_length_coupling_and_the_references_split_half_tau(tmp_
     assert row["kendall_tau"] == -1.0 and row["full_length_tau"] == -1.0 and row["fast_length_tau"] == 1.0
     # refinement replayed with every query judged by the reference: its own board, whatever the fast judge says
     assert out["refined"] == [{"queries_judged": 4, "median_tau": 1.0, "mean_tau": 1.0, "min_tau": 1.0,
-                               "judged_only_median_tau": 1.0}]
+                               "unshrunk_median_tau": 1.0, "judged_only_median_tau": 1.0}]
 
 
 def test_scores_are_read_only_with_the_answers_they_were_scored_from(tmp_path, capsys):

@@ -79,9 +79,27 @@ def test_a_fast_judge_that_disagrees_gets_no_weight():
     f, _ = boards()
     g = 1.0 - f                                          # the reference reads the criteria the other way
     cols = np.arange(0, 200, 5)
-    r = refine(f, seen(g, cols))
+    r = refine(f, seen(g, cols), shrink=False)
     assert r.slope == 0.0
     np.testing.assert_allclose(r.summary.win_rate, win_rates(g[:, cols])[0])
+
+
+def test_shrinkage_damps_noise_and_keeps_real_disagreement():
+    rng = np.random.default_rng(3)
+    agree_f, agree_g = boards(noise=0.3)                         # same board, noisy reference
+    flip_f, _ = boards()
+    flip_g = np.clip(1.0 - flip_f + rng.normal(0, 0.3, flip_f.shape), 0, 1)   # the reversed board
+    for f, g, better in ((agree_f, agree_g, True), (flip_f, flip_g, None)):
+        truth = win_rates(g)[0]
+        err = {True: [], False: []}
+        for _ in range(100):
+            cols = rng.choice(200, 5, replace=False)
+            for shrink in (True, False):
+                err[shrink].append(np.abs(refine(f, seen(g, cols), shrink=shrink).summary.win_rate - truth).mean())
+        if better:      # corrections that are mostly noise are pulled in: closer to the truth
+            assert np.mean(err[True]) < 0.7 * np.mean(err[False])
+        else:           # a reversed board stands out of the noise: barely shrunk, no worse
+            assert np.mean(err[True]) <= 1.05 * np.mean(err[False])
 
 
 def test_estimates_stay_win_rates():

@@ -17,10 +17,17 @@ with ``f`` the fast score, ``g`` the reference's, and ``lam`` the slope of ``g``
 judged pairs (pooled over models after centring each model, clipped to [0, 1]). Where the fast
 judge predicts the reference well the correction removes most of the sampling noise of the
 subset; where it does not (``lam`` near 0) the estimate is the plain mean over the judged queries:
-never worse than ignoring the fast judge, up to the noise in ``lam``. Once every query is judged
-it equals the reference's board exactly.
+never worse than ignoring the fast judge, up to the noise in ``lam``.
 
-Its variance, ``s2_g / n + (1/k - 1/n) s2_e`` (``e = g - lam f``, ``k`` judged of ``n`` answered),
+Then each model's correction of the fast board, ``d = theta - mean_all(f)``, is shrunk towards
+the models' mean correction (James-Stein, ``_shrink``): with a handful of judged queries most of
+the spread of the ``d`` is the subset's sampling noise, and the shrunk board keeps what stands out
+of it. On the 24 measured criteria sets this puts the board closer to the reference's whole board
+than the fast board is from the second judged query on. Only the subset's noise is shrunk, so
+once every query is judged the win rates are the reference's exactly.
+
+Its variance, ``s2_g / n + (1/k - 1/n) s2_e`` (``e = g - lam f``, ``k`` judged of ``n`` answered;
+the second term as Morris's empirical Bayes variance after shrinkage),
 covers the same thing the fast board's bootstrap CI does, the reference's win rate on queries like
 these; the CI uses Student's t with ``k - 1`` degrees of freedom, and each model's variances are
 pulled towards all models' with the weight of ``PRIOR_QUERIES`` queries (a model that won its three
@@ -62,7 +69,7 @@ class Refined:
 
 
 def refine(fast: np.ndarray, reference: np.ndarray, fast_ci: np.ndarray | None = None,
-           level: float = 0.95, slope: float | None = None) -> Refined:
+           level: float = 0.95, slope: float | None = None, shrink: bool = True) -> Refined:
     """The reference judge's board estimated from its judged cells and the fast judge's full matrix.
 
     ``fast``: (M, Q) fast scores, NaN where unanswered. ``reference``: (M, Q) the reference's scores
@@ -70,7 +77,8 @@ def refine(fast: np.ndarray, reference: np.ndarray, fast_ci: np.ndarray | None =
     (a prefix of ``refinement_order``), or the estimate is biased. ``fast_ci``: (M, 2) percent, the
     fast board's CI, kept for models with fewer than ``MIN_JUDGED`` judged queries (NaN if not
     given). ``slope``: use this slope instead of fitting one (a topic's board takes the whole
-    board's, fitted on more pairs).
+    board's, fitted on more pairs). ``shrink``: shrink the models' corrections of the fast board
+    towards their mean (``_shrink``).
     """
     f = np.asarray(fast, dtype=np.float64)
     g = np.asarray(reference, dtype=np.float64)
@@ -88,17 +96,43 @@ def refine(fast: np.ndarray, reference: np.ndarray, fast_ci: np.ndarray | None =
         if slope is None:
             sxx = np.nansum(dx * dx)
             slope = float(np.clip(np.nansum(dx * dy) / sxx, 0.0, 1.0)) if sxx > 0 else 0.0
-        theta = np.clip(g_j + slope * (f_all - f_j), 0.0, 1.0)   # a win rate, whatever the correction
+        theta = g_j + slope * (f_all - f_j)
         e = gj - slope * fj
-        var = _shrunk_var(gj, k) / n + (1.0 / k - 1.0 / n) * _shrunk_var(e, k)
+        sample_var = np.maximum((1.0 / k - 1.0 / n) * _shrunk_var(e, k), 0.0)   # of the judged subset
+        ok = k >= MIN_JUDGED
+        if shrink:
+            theta, sample_var = _shrink(f_all, theta, sample_var, ok)
+        theta = np.clip(theta, 0.0, 1.0)                 # a win rate, whatever the correction
+        var = _shrunk_var(gj, k) / n + sample_var
         half = sps.t.ppf(0.5 + level / 2, np.maximum(k - 1, 1)) * np.sqrt(np.maximum(var, 0.0))
-    ok = k >= MIN_JUDGED
     win = np.where(ok, 100.0 * theta, 100.0 * f_all)
     ci = np.full((len(f), 2), np.nan) if fast_ci is None else np.array(fast_ci, dtype=np.float64)
     ci[ok] = np.stack([win[ok] - 100.0 * half[ok], win[ok] + 100.0 * half[ok]], 1)
     ci = np.clip(ci, 0.0, 100.0)
     return Refined(Summary(win_rate=win, ci=ci, n=n, rank=ci_rank(ci)), judged=k, slope=slope)
 
+
+
+def _shrink(f_all: np.ndarray, theta: np.ndarray, var: np.ndarray, ok: np.ndarray):
+    """Empirical Bayes (James-Stein) shrinkage of the per-model corrections ``d = theta - f_all``
+    towards their mean, with Morris's variance for the shrunk estimates.
+
+    With few judged queries most of the spread of the corrections is the subset's sampling noise
+    ``var``; shrinking by ``B = (m - 3) mean(var) / sum((d - mean d)^2)`` (at most 1) keeps the part
+    of the reference's disagreement with the fast judge that stands out of that noise. Only the
+    subset's noise counts: with every query judged ``var`` is 0, nothing is shrunk, and the board is
+    the reference's. Fewer than 4 models: no shrinkage.
+    """
+    m = int(ok.sum())
+    if m < 4:
+        return theta, var
+    d = theta[ok] - f_all[ok]
+    spread = float(np.sum((d - d.mean()) ** 2))
+    b = min(1.0, (m - 3) * float(var[ok].mean()) / spread) if spread > 0 else 1.0
+    theta, var = theta.copy(), var.copy()
+    theta[ok] = f_all[ok] + d.mean() + (1.0 - b) * (d - d.mean())
+    var[ok] = var[ok] * (1.0 - (m - 1) / m * b) + 2.0 / (m - 3) * b * b * (d - d.mean()) ** 2
+    return theta, var
 
 
 def _shrunk_var(x: np.ndarray, k: np.ndarray) -> np.ndarray:

@@ -313,10 +313,10 @@ function setView(view) {
 
 // ---- refinement by the reference CRM --------------------------------------------------------
 
-// Judged questions before the refined board replaces the fast one: with fewer, the sampling noise
-// of the judged subset outweighs the fast judge's disagreement with the reference (measured:
-// docs/crm_transformer_runs.md, "Progressive refinement").
-const REFINE_SHOW_AFTER = 10;
+// Judged questions before the refined board replaces the fast one. With fewer than 2 the refined
+// board is the fast one (usl.leaderboard.refine.MIN_JUDGED); from 2 on it is already closer to the
+// reference's whole board than the fast board is (docs/crm_transformer_runs.md, seventh round).
+const REFINE_SHOW_AFTER = 2;
 
 function renderRefineBar() {
   const ref = state.config && state.config.reference;
