@@ -201,6 +201,7 @@ def test_refine_replaces_the_board_once_enough_questions_are_judged(browser):
         page.wait_for_function(f"() => document.getElementById('leaderboard').dataset.renderSeq !== '{seq}'")
         assert board(page) == list(MODELS[1:] + MODELS[:1])
         assert "refined by crm (12/12 judged" in page.inner_text("#board-sub")
+        assert page.get_attribute("#export-csv", "href").endswith("&refined=true")
         assert page.inner_text("#refine-btn") == "Refine with crm"
         assert "refined: 12 judged" in page.locator("#warnings li").all_inner_texts()
         assert page.locator("#breakdown tbody tr[data-model]").count() == len(MODELS)   # the fast board's, kept

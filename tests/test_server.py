@@ -194,6 +194,18 @@ def test_export_csv_and_json(served):
     assert [row["model"] for row in j.json()["leaderboard"]["rows"]] == list(MODELS[::-1])
 
 
+def test_export_of_the_refined_board(served):
+    _, c = served
+    params = [("likes", "Export refined"), ("refined", "true")]
+    table = list(csv.DictReader(io.StringIO(c.get("/api/export.csv", params=params).text)))
+    assert [row["model"] for row in table] == list(MODELS[1:] + MODELS[:1])       # the fake's refined order
+    body = c.get("/api/export.json", params=params).json()
+    assert body["leaderboard"]["spec"]["refinement"]["queries_judged"] == 0      # cache only: nothing judged
+    off = ServerConfig(benchmark="tiny", judges=("length",), warm=False, reference="")
+    with serve_in_thread(create_app(FakeService(), off)) as url:
+        assert httpx.get(url + "/api/export.csv", params=params, timeout=30).status_code == 404
+
+
 def test_page_and_security_headers(served):
     _, c = served
     page = c.get("/")

@@ -127,15 +127,18 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
 
     @app.get("/api/export.csv", tags=["export"], response_class=Response,
              responses={200: {"content": {"text/csv": {}}}})
-    async def export_csv(s: SpecIn = Depends(spec_query)) -> Response:
+    async def export_csv(s: SpecIn = Depends(spec_query),
+                         refined: bool = Query(False, description=REFINED)) -> Response:
         spec = await boards.resolve(s)
-        default, lb = await asyncio.gather(boards.ranked(boards.default_spec(spec), keep=True), boards.ranked(spec))
+        board = boards.refined(spec) if refined else boards.ranked(spec)
+        default, lb = await asyncio.gather(boards.ranked(boards.default_spec(spec), keep=True), board)
         return Response(views.to_csv(lb, default), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": 'attachment; filename="usl_leaderboard.csv"'})
 
     @app.get("/api/export.json", response_model=LeaderboardResponse, tags=["export"])
-    async def export_json(s: SpecIn = Depends(spec_query)) -> JSONResponse:
-        payload = await boards.full(await boards.resolve(s))
+    async def export_json(s: SpecIn = Depends(spec_query),
+                          refined: bool = Query(False, description=REFINED)) -> JSONResponse:
+        payload = await boards.full(await boards.resolve(s), refined=refined)
         return JSONResponse(payload, headers={"Content-Disposition": 'attachment; filename="usl_leaderboard.json"'})
 
     static = resources.files("usl.server").joinpath("static")
@@ -147,6 +150,10 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
                             headers={"Cache-Control": "no-cache"})
 
     return app
+
+
+REFINED = ("Export the board refined by the reference judge so far (what /api/leaderboard/refine has judged and "
+           "cached; nothing new is judged) instead of the fast judge's.")
 
 
 def spec_query(likes: list[str] = Query([], description="Repeat for several criteria."),

@@ -98,10 +98,22 @@ class Boards:
                        "is_default": spec_key(spec) == spec_key(self.default_spec(spec)),
                        "warnings": list(dict.fromkeys([*notes, *lb.warnings])), "query": query_string(spec)})
 
-    async def full(self, spec: LeaderboardSpec) -> dict:
+    async def full(self, spec: LeaderboardSpec, refined: bool = False) -> dict:
+        """The board, its comparison with the default and warnings; ``refined``: the reference's
+        estimated board from the judgments cached so far (nothing is judged here)."""
+        board = self.refined(spec) if refined else self.ranked(spec)
         default, lb, notes = await asyncio.gather(self.ranked(self.default_spec(spec), keep=True),
-                                                  self.ranked(spec), self.contradictions(spec.criteria))
+                                                  board, self.contradictions(spec.criteria))
         return self.response(spec, lb, default, notes)
+
+    async def refined(self, spec: LeaderboardSpec) -> Leaderboard:
+        """``service.refine`` with no new judging: what the cache allows at once (404 when off)."""
+        if not self.config.reference:
+            raise HTTPException(404, "this server does not refine boards (no reference judge configured)")
+        try:
+            return await asyncio.to_thread(self.service.refine, spec, self.config.reference, queries=0)
+        except USER_ERRORS as e:
+            raise HTTPException(422, message(e)) from e
 
     async def examples(self, spec: LeaderboardSpec, model: str, limit: int) -> dict:
         try:

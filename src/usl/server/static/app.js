@@ -413,11 +413,10 @@ function render() {
   renderWarnings(custom ? payload.warnings : []);
   renderSummary(custom ? payload : null);
   renderTable(payload, custom);
-  $("export-csv").href = "/api/export.csv?" + payload.query;
-  $("export-json").href = "/api/export.json?" + payload.query;
-  const exportNote = payload.leaderboard.spec.refinement ? "Exports the fast judge's board (the refined one: JSON of "
-    + "/api/leaderboard/refine)" : "";
-  $("export-csv").title = $("export-json").title = exportNote;
+  // A refined board exports as refined (the server's estimate from what its reference has judged).
+  const refinedExport = payload.leaderboard.spec.refinement ? "&refined=true" : "";
+  $("export-csv").href = "/api/export.csv?" + payload.query + refinedExport;
+  $("export-json").href = "/api/export.json?" + payload.query + refinedExport;
   $("custom-extras").hidden = !custom;
   if (custom) {
     renderPlot(payload);
