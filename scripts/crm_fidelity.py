@@ -274,7 +274,7 @@ def _refined_taus(boards: list[tuple[np.ndarray, np.ndarray]], ks: list[int], dr
 
     out = []
     for k in ks:
-        per_set, per_set_unshrunk, per_set_plain = [], [], []
+        per_set, per_set_unshrunk, per_set_plain, better, covered = [], [], [], 0, []
         for si, (fast, full) in enumerate(boards):
             rng, wf = np.random.default_rng(si), np.nanmean(full, 1)
             taus, unshrunk, plain = [], [], []
@@ -282,14 +282,20 @@ def _refined_taus(boards: list[tuple[np.ndarray, np.ndarray]], ks: list[int], dr
                 seen = np.full(full.shape, np.nan)
                 cols = rng.permutation(full.shape[1])[:k]
                 seen[:, cols] = full[:, cols]
-                taus.append(kendalltau(refine(fast, seen).summary.win_rate, wf).statistic)
+                est = refine(fast, seen).summary
+                taus.append(kendalltau(est.win_rate, wf).statistic)
+                covered.append(np.mean((est.ci[:, 0] <= 100 * wf) & (100 * wf <= est.ci[:, 1])))
                 unshrunk.append(kendalltau(refine(fast, seen, shrink=False).summary.win_rate, wf).statistic)
                 plain.append(kendalltau(np.nanmean(full[:, cols], 1), wf).statistic)
             per_set.append(float(np.mean(taus)))
             per_set_unshrunk.append(float(np.mean(unshrunk)))
             per_set_plain.append(float(np.mean(plain)))
+            better += per_set[-1] > kendalltau(np.nanmean(fast, 1), wf).statistic
         out.append({"queries_judged": k, "median_tau": round(float(np.median(per_set)), 3),
                     "mean_tau": round(float(np.mean(per_set)), 3), "min_tau": round(float(np.min(per_set)), 3),
+                    "sets_closer_than_fast": f"{int(better)} of {len(boards)}",
+                    # share of models whose 95% CI holds the reference's whole-board win rate
+                    "ci_coverage": round(float(np.mean(covered)), 3),
                     # without the shrinkage of the corrections, and without the fast judge at all
                     "unshrunk_median_tau": round(float(np.median(per_set_unshrunk)), 3),
                     "judged_only_median_tau": round(float(np.median(per_set_plain)), 3)})

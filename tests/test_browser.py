@@ -186,8 +186,8 @@ def test_refine_replaces_the_board_once_enough_questions_are_judged(browser):
         assert page.inner_text("#refine-btn") == "Refine with crm"
         seq = page.locator("#leaderboard").get_attribute("data-render-seq")
         page.click("#refine-btn")
-        # below 2 judged questions the fast board stays, and the status says why
-        page.wait_for_function("() => /judged .* replaces this one from 2/.test("
+        # below 5 judged questions the fast board stays, and the status says why
+        page.wait_for_function("() => /judged .* replaces this one from 5/.test("
                                "document.getElementById('refine-status').textContent)", timeout=10000)
         assert board(page) == list(MODELS[::-1])
         assert page.inner_text("#refine-btn") == "Stop refining"

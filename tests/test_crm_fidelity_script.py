@@ -147,6 +147,7 @@ def test_report_gives_tau_length_coupling_and_the_references_split_half_tau(tmp_
     assert row["kendall_tau"] == -1.0 and row["full_length_tau"] == -1.0 and row["fast_length_tau"] == 1.0
     # refinement replayed with every query judged by the reference: its own board, whatever the fast judge says
     assert out["refined"] == [{"queries_judged": 4, "median_tau": 1.0, "mean_tau": 1.0, "min_tau": 1.0,
+                               "sets_closer_than_fast": "1 of 1", "ci_coverage": 1.0,
                                "unshrunk_median_tau": 1.0, "judged_only_median_tau": 1.0}]
 
 

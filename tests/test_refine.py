@@ -132,3 +132,25 @@ def test_variances_pool_the_rows_with_one_degree_of_freedom_per_row():
     np.testing.assert_allclose(_shrunk_var(x, k), [(0.5 + PRIOR_QUERIES * pooled) / (1 + PRIOR_QUERIES),
                                                    (2 * (1 / 3) + PRIOR_QUERIES * pooled) / (2 + PRIOR_QUERIES),
                                                    pooled])
+
+
+def test_a_model_judged_on_every_query_is_not_shrunk():
+    f, g = boards(noise=0.3)
+    part = seen(g, np.arange(5))
+    part[4] = g[4]                                   # model 4: every query judged
+    r = refine(f, part)
+    assert r.summary.win_rate[4] == pytest.approx(win_rates(g)[0][4])
+
+
+def test_intervals_hold_when_queries_move_every_model_alike():
+    """The reference's residuals share a per-query part (a query every model finds easy): it moves
+    all corrections together, is not shrunk away, and stays in the intervals."""
+    rng = np.random.default_rng(5)
+    f, g = boards(noise=0.1)
+    g = np.clip(g + rng.normal(0, 0.3, (1, g.shape[1])), 0, 1)     # + a per-query effect
+    truth = win_rates(g)[0]
+    covered = []
+    for _ in range(200):
+        lo, hi = refine(f, seen(g, rng.choice(200, 5, replace=False))).summary.ci.T
+        covered.append(((lo <= truth) & (truth <= hi)).mean())
+    assert np.mean(covered) >= 0.9

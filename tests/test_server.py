@@ -197,7 +197,9 @@ def test_export_csv_and_json(served):
 def test_export_of_the_refined_board(served):
     _, c = served
     params = [("likes", "Export refined"), ("refined", "true")]
-    table = list(csv.DictReader(io.StringIO(c.get("/api/export.csv", params=params).text)))
+    r = c.get("/api/export.csv", params=params)
+    assert 'filename="usl_leaderboard_refined.csv"' in r.headers["content-disposition"]
+    table = list(csv.DictReader(io.StringIO(r.text)))
     assert [row["model"] for row in table] == list(MODELS[1:] + MODELS[:1])       # the fake's refined order
     body = c.get("/api/export.json", params=params).json()
     assert body["leaderboard"]["spec"]["refinement"]["queries_judged"] == 0      # cache only: nothing judged

@@ -132,14 +132,16 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         spec = await boards.resolve(s)
         board = boards.refined(spec) if refined else boards.ranked(spec)
         default, lb = await asyncio.gather(boards.ranked(boards.default_spec(spec), keep=True), board)
+        name = "usl_leaderboard_refined" if refined else "usl_leaderboard"
         return Response(views.to_csv(lb, default), media_type="text/csv; charset=utf-8",
-                        headers={"Content-Disposition": 'attachment; filename="usl_leaderboard.csv"'})
+                        headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
 
     @app.get("/api/export.json", response_model=LeaderboardResponse, tags=["export"])
     async def export_json(s: SpecIn = Depends(spec_query),
                           refined: bool = Query(False, description=REFINED)) -> JSONResponse:
         payload = await boards.full(await boards.resolve(s), refined=refined)
-        return JSONResponse(payload, headers={"Content-Disposition": 'attachment; filename="usl_leaderboard.json"'})
+        name = "usl_leaderboard_refined" if refined else "usl_leaderboard"
+        return JSONResponse(payload, headers={"Content-Disposition": f'attachment; filename="{name}.json"'})
 
     static = resources.files("usl.server").joinpath("static")
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
