@@ -358,10 +358,9 @@ def refine_live(args) -> None:
     """``LeaderboardService.refine`` for real, on this machine: the reference judges ``--queries``
     queries of each named set (fixed refinement order; cached ones are not judged again), and the
     refined board is compared with the reference's whole board from a scores file."""
-    from scipy.stats import kendalltau
-
     from usl import paths
     from usl.leaderboard.service import LeaderboardService
+    from usl.leaderboard.stats import kendall_tau
     from usl.leaderboard.types import LeaderboardSpec
     from usl.store import Store
     from usl.types import Criteria
@@ -374,14 +373,21 @@ def refine_live(args) -> None:
     if unknown:
         raise SystemExit(f"{args.scores} holds no set {', '.join(unknown)}; it holds {', '.join(names)}")
     svc = LeaderboardService(Store(paths.db_path(args.home)), home=args.home)
+    try:
+        svc.judge(args.reference)
+    except (ValueError, OSError) as e:
+        raise SystemExit(f"--reference: {e}") from None
     full_models = [str(m) for m in z["models"]]
     rows = []
     for name in args.names:
         s = sets[name]
         spec = LeaderboardSpec(criteria=Criteria(tuple(s["likes"]), tuple(s["avoid"])), benchmark=args.benchmark,
                                per_criterion=False)
-        fast = svc.rank(spec)
-        before = svc.refine(spec, args.reference).spec["refinement"]["queries_judged"]
+        try:
+            fast = svc.rank(spec)
+            before = svc.refine(spec, args.reference).spec["refinement"]["queries_judged"]
+        except (ValueError, LookupError, OSError) as e:     # DataError is a ValueError
+            raise SystemExit(f"--home {args.home}: {e}") from None
         t0 = time.perf_counter()
         board = svc.refine(spec, args.reference, queries=args.queries)
         secs = time.perf_counter() - t0
@@ -389,9 +395,7 @@ def refine_live(args) -> None:
         full = dict(zip(full_models, np.nanmean(z["P"][names.index(name)], 1)))
 
         def tau(lb) -> float:
-            ms = [row.model for row in lb.rows if row.model in full]
-            return round(float(kendalltau([row.win_rate for row in lb.rows if row.model in full],
-                                          [full[m] for m in ms]).statistic), 3)
+            return round(kendall_tau({row.model: row.win_rate for row in lb.rows}, full), 3)
 
         judged_now = r["queries_judged"] - before
         rows.append({"set": name, "queries_judged": r["queries_judged"], "judged_now": judged_now,

@@ -294,3 +294,10 @@ def test_cli_rank_refine(home):
     assert f"refined with length@1: {N_Q} of {N_Q} queries judged" in res.stdout
     res = cli(home, "rank", "--benchmark", "tiny", "--refine-seconds", "5")
     assert res.exit_code == 2 and "need --refine JUDGE" in res.output
+
+
+def test_cli_rank_refuses_an_unknown_reference_before_ranking(home):
+    n = CALLS["n"]
+    res = cli(home, "rank", "--benchmark", "tiny", "--judge", "style", "--refine", "bogus")
+    assert res.exit_code == 2 and "unknown judge 'bogus'" in res.output
+    assert CALLS["n"] == n                  # nothing was judged first

@@ -76,6 +76,8 @@ def rank(ctx: typer.Context,
         svc = _service(ctx)
         if refine is None and (refine_queries is not None or refine_seconds is not None):
             raise ValueError("--refine-queries and --refine-seconds need --refine JUDGE")
+        if refine is not None:
+            svc.judge(refine)      # a wrong reference fails now, not after the fast board
         with _progress() as progress:
             board = svc.rank(spec, progress=progress)
         if refine is not None:

@@ -161,11 +161,7 @@ class LeaderboardService:
 
     # ---- leaderboards -----------------------------------------------------------------------
     def rank(self, spec: LeaderboardSpec, progress: Progress | None = None) -> Leaderboard:
-        data = self.answers(spec.benchmark)
-        judge = self._prepared(spec.judge, data, progress)
-        baseline = self._baseline(spec, data)
-        models = [m for m in data.benchmark.models if m != baseline]
-        sel = self._select(spec, data)
+        data, judge, baseline, models, sel = self._board_context(spec, progress)
         s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, progress)
         summ = stats.summarize(s, spec.n_bootstrap, spec.seed)
         topic_wr = stats.topic_win_rates(s, sel.topic_columns)
@@ -192,15 +188,11 @@ class LeaderboardService:
         ``progress(done, total)`` counts queries. Rows carry no length-controlled win rate and no
         rating, and there is no per-criterion breakdown: those are the fast judge's.
         """
-        data = self.answers(spec.benchmark)
-        judge = self._prepared(spec.judge, data, None)
+        data, judge, baseline, models, sel = self._board_context(spec, None)
         ref = self._prepared(reference, data, None)
         if not getattr(ref, "cacheable", True):
             raise ValueError(f"judge {reference!r} keeps no judgments to refine with; name a reference CRM "
                              "such as 'crm' or 'crm:PATH'")
-        baseline = self._baseline(spec, data)
-        models = [m for m in data.benchmark.models if m != baseline]
-        sel = self._select(spec, data)
         f = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
         job = ScoringJob(spec.criteria.canonical(), baseline, tuple(models), sel.query_ids)
         lock = self._refine_locks[hash((ref.identity, spec.criteria.key(), data.name, baseline))
@@ -279,13 +271,9 @@ class LeaderboardService:
 
     def examples(self, spec: LeaderboardSpec, model: str, limit: int = 5) -> list[Example]:
         """The clearest wins and losses of ``model`` against the baseline, alternating."""
-        data = self.answers(spec.benchmark)
-        judge = self._prepared(spec.judge, data, None)
-        baseline = self._baseline(spec, data)
-        models = [m for m in data.benchmark.models if m != baseline]
+        data, judge, baseline, models, sel = self._board_context(spec, None)
         if model not in models:
             raise ValueError(f"unknown model {model!r} in benchmark {spec.benchmark!r}")
-        sel = self._select(spec, data)
         s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
         row = s[models.index(model)]
         cols = np.flatnonzero(~np.isnan(row))
@@ -313,6 +301,15 @@ class LeaderboardService:
         return find_contradictions(criteria, embedder)
 
     # ---- internals --------------------------------------------------------------------------
+    def _board_context(self, spec: LeaderboardSpec, progress: Progress | None):
+        """What every board of ``spec`` starts from: (answers, prepared judge, baseline, the
+        models ranked against it, the selected queries)."""
+        data = self.answers(spec.benchmark)
+        judge = self._prepared(spec.judge, data, progress)
+        baseline = self._baseline(spec, data)
+        models = [m for m in data.benchmark.models if m != baseline]
+        return data, judge, baseline, models, self._select(spec, data)
+
     @staticmethod
     def _baseline(spec: LeaderboardSpec, data: Answers) -> str:
         baseline = spec.baseline or data.benchmark.baseline

@@ -97,8 +97,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
              response_class=StreamingResponse, responses={200: {"content": {"text/event-stream": {}}}})
     async def leaderboard_stream(request: Request, s: SpecIn = Depends(spec_query)) -> StreamingResponse:
         spec = await boards.resolve(s)     # a bad request is a plain 422 before any event is sent
-        return StreamingResponse(leaderboard_events(boards, request, spec), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        return _event_stream(leaderboard_events(boards, request, spec))
 
     @app.get("/api/leaderboard/refine", tags=["leaderboard"],
              summary="The board refined by the reference CRM, query by query (SSE)",
@@ -112,11 +111,9 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
                          "nothing (ServerConfig.reference '').",
              response_class=StreamingResponse, responses={200: {"content": {"text/event-stream": {}}}})
     async def leaderboard_refine(request: Request, s: SpecIn = Depends(spec_query)) -> StreamingResponse:
-        if not cfg.reference:
-            raise HTTPException(404, "this server does not refine boards (no reference judge configured)")
+        boards.require_reference()
         spec = await boards.resolve(s)
-        return StreamingResponse(refine_events(boards, request, spec), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        return _event_stream(refine_events(boards, request, spec))
 
     @app.get("/api/examples", response_model=ExamplesResponse, tags=["leaderboard"],
              summary="A model's answers beside the baseline's, with the judge's verdicts")
@@ -152,6 +149,12 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
                             headers={"Cache-Control": "no-cache"})
 
     return app
+
+
+def _event_stream(events: AsyncIterator[str]) -> StreamingResponse:
+    """Server-sent events, never cached or buffered by a proxy."""
+    return StreamingResponse(events, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
 REFINED = ("Export the board refined by the reference judge so far (what /api/leaderboard/refine has judged and "

@@ -106,10 +106,15 @@ class Boards:
                                                   board, self.contradictions(spec.criteria))
         return self.response(spec, lb, default, notes)
 
-    async def refined(self, spec: LeaderboardSpec) -> Leaderboard:
-        """``service.refine`` with no new judging: what the cache allows at once (404 when off)."""
+    def require_reference(self) -> str:
+        """The reference judge refinement uses; 404 where the server refines nothing."""
         if not self.config.reference:
             raise HTTPException(404, "this server does not refine boards (no reference judge configured)")
+        return self.config.reference
+
+    async def refined(self, spec: LeaderboardSpec) -> Leaderboard:
+        """``service.refine`` with no new judging: what the cache allows at once (404 when off)."""
+        self.require_reference()
         try:
             return await asyncio.to_thread(self.service.refine, spec, self.config.reference, queries=0)
         except USER_ERRORS as e:
