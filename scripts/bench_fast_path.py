@@ -2,6 +2,7 @@
 
     python scripts/bench_fast_path.py                          # fresh temporary home (cold start, minutes)
     python scripts/bench_fast_path.py --home DIR --runs 20 --json-out artifacts/bench_fast_path.json
+    python scripts/bench_fast_path.py --home DIR --judge crm-factored [--no-breakdown]
 
 Targets (issue): the first start on a fresh data directory shows a usable leaderboard within 10 min
 (import, topics, static-embedding table, answer embedding included); later starts <= 10 s; criteria
@@ -281,7 +282,7 @@ class Server:
         return self.rss.stop()
 
 
-def check_full(payload: dict, n_topics: int, likes: list[str], avoid: list[str]) -> None:
+def check_full(payload: dict, n_topics: int, likes: list[str], avoid: list[str], breakdown: bool = True) -> None:
     """Raise unless the board has every row's CI, every topic and the per-criterion breakdown."""
     lb = payload["leaderboard"] if "leaderboard" in payload else payload
     rows = lb["rows"]
@@ -293,7 +294,7 @@ def check_full(payload: dict, n_topics: int, likes: list[str], avoid: list[str])
     topics = max(len(r["topics"]) for r in rows)
     if n_topics and topics < n_topics:
         raise AssertionError(f"rows have {topics} topic columns, the benchmark has {n_topics}")
-    if len(likes) + len(avoid) > 1 and len(lb["criteria_breakdown"]) < len(likes) + len(avoid):
+    if breakdown and len(likes) + len(avoid) > 1 and len(lb["criteria_breakdown"]) < len(likes) + len(avoid):
         raise AssertionError(f"breakdown has {len(lb['criteria_breakdown'])} criteria, asked {len(likes) + len(avoid)}")
 
 
@@ -337,22 +338,25 @@ def show(step: str, text: str) -> None:
 
 
 # ---- steps -----------------------------------------------------------------------------------------
-def http_runs(server: Server, sets: list[tuple[list[str], list[str]]], n_topics: int) -> list[float]:
+def http_runs(server: Server, sets: list[tuple[list[str], list[str]]], n_topics: int, judge: str,
+              breakdown: bool) -> list[float]:
     times, new = [], n_new_phrases(sets)
     with httpx.Client(base_url=server.url, timeout=120) as client:
         for i, (likes, avoid) in enumerate(sets, 1):
             t = time.perf_counter()
-            r = client.post("/api/leaderboard", json={"likes": likes, "avoid": avoid})
+            r = client.post("/api/leaderboard", json={"likes": likes, "avoid": avoid, "judge": judge,
+                                                      "per_criterion": breakdown})
             r.raise_for_status()
             payload = r.json()
             times.append(time.perf_counter() - t)
-            check_full(payload, n_topics, likes, avoid)
+            check_full(payload, n_topics, likes, avoid, breakdown)
             print(f"    http {i:2d}/{len(sets)} {times[-1]:6.3f}s  likes={len(likes)} avoid={len(avoid)} "
                   f"new phrases={new[i - 1]}", flush=True)
     return times
 
 
-def api_runs(home: Path, sets: list[tuple[list[str], list[str]]], n_topics: int, torch_threads: int | None) -> dict:
+def api_runs(home: Path, sets: list[tuple[list[str], list[str]]], n_topics: int, torch_threads: int | None,
+             judge: str, breakdown: bool) -> dict:
     import torch
 
     from usl.leaderboard.service import LeaderboardService
@@ -365,19 +369,20 @@ def api_runs(home: Path, sets: list[tuple[list[str], list[str]]], n_topics: int,
         torch.set_num_threads(torch_threads)
     t = time.perf_counter()
     service = LeaderboardService(Store(db_path(str(home))), home=str(home))
-    first = service.rank(LeaderboardSpec())
+    first = service.rank(LeaderboardSpec(judge=judge))
     load_s = time.perf_counter() - t
     check_full(first.to_json(), n_topics, list(LeaderboardSpec().criteria.likes), [])
     show("api", f"first rank() (load + default board) {load_s:.2f}s")
     times, new = [], n_new_phrases(sets)
     for i, (likes, avoid) in enumerate(sets, 1):
         t = time.perf_counter()
-        lb = service.rank(LeaderboardSpec(criteria=Criteria(tuple(likes), tuple(avoid))))
+        lb = service.rank(LeaderboardSpec(criteria=Criteria(tuple(likes), tuple(avoid)), judge=judge,
+                                          per_criterion=breakdown))
         times.append(time.perf_counter() - t)
-        check_full(lb.to_json(), n_topics, likes, avoid)
+        check_full(lb.to_json(), n_topics, likes, avoid, breakdown)
         print(f"    api  {i:2d}/{len(sets)} {times[-1]:6.3f}s  likes={len(likes)} avoid={len(avoid)} "
               f"new phrases={new[i - 1]}", flush=True)
-    return {"load_s": load_s, "times": times, "judge": service.judge("default").identity,
+    return {"load_s": load_s, "times": times, "judge": service.judge(judge).identity,
             "torch_threads": torch.get_num_threads()}
 
 
@@ -390,6 +395,10 @@ def main() -> None:
     ap.add_argument("--torch-threads", type=int, default=None,
                     help="torch.set_num_threads for the Python-API step; default: torch's own choice.")
     ap.add_argument("--keep", action="store_true", help="Keep the temporary home (only without --home).")
+    ap.add_argument("--judge", default="default",
+                    help="Judge of the new-criteria boards (one `usl serve` offers: default, crm-factored).")
+    ap.add_argument("--no-breakdown", action="store_true",
+                    help="Ask for the board without the per-criterion breakdown (per_criterion=false).")
     args = ap.parse_args()
 
     temp = args.home is None
@@ -404,7 +413,8 @@ def main() -> None:
     used = load_used(home)
     http_sets, api_sets = criteria_sets(args.runs, used, rng), criteria_sets(args.runs, used, rng)
     source = source_info()
-    summary: dict = {"n_runs": args.runs, "machine": machine, "home_fresh": fresh, **source}
+    summary: dict = {"n_runs": args.runs, "judge": args.judge, "breakdown": not args.no_breakdown,
+                     "machine": machine, "home_fresh": fresh, **source}
     show("source", json.dumps(source))
 
     server, ok = None, False
@@ -423,7 +433,7 @@ def main() -> None:
 
         # 2. new criteria over HTTP
         save_used(home, http_sets)
-        times = http_runs(server, http_sets, n_topics)
+        times = http_runs(server, http_sets, n_topics, args.judge, not args.no_breakdown)
         q = quantiles(times, http_sets)
         summary |= {f"http_{k}": v for k, v in q.items()}
         rss1 = server.stop()
@@ -446,12 +456,12 @@ def main() -> None:
         save_used(home, api_sets)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         server = None
-        api = api_runs(home, api_sets, n_topics, args.torch_threads)
+        api = api_runs(home, api_sets, n_topics, args.torch_threads, args.judge, not args.no_breakdown)
         q = quantiles(api["times"], api_sets)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         summary |= {"api_load_s": round(api["load_s"], 2), **{f"api_{k}": v for k, v in q.items()},
                     "api_torch_threads": api["torch_threads"], "peak_rss_api_mb": round(peak),
-                    "rss_before_api_mb": round(before), "judge_identity": api["judge"]}
+                    "rss_before_api_mb": round(before), "api_judge_identity": api["judge"]}
         ok = True
         show("api", f"{len(api['times'])} new criteria sets: p50 {q['p50_s']:.3f}s p90 {q['p90_s']:.3f}s "
                     f"max {q['max_s']:.3f}s (all-new phrases: p50 {q['p50_all_new_s']}s over {q['n_all_new']}); "

@@ -328,3 +328,22 @@ def test_a_refinement_that_judges_nothing_new_stops_with_an_error():
         evs = events(httpx.get(url + "/api/leaderboard/refine", params={"likes": "stuck"}, timeout=30).text)
     assert [k for k, _ in evs] == ["refined", "refined", "error"]
     assert "judged no new one" in evs[-1][1]["message"]
+
+
+def test_per_criterion_false_returns_the_board_without_the_breakdown(served):
+    svc, c = served
+    spec = {"likes": ["Bullet lists"], "avoid": ["Long answers"]}
+    with_split = c.post("/api/leaderboard", json=spec).json()
+    alone = c.post("/api/leaderboard", json={**spec, "per_criterion": False}).json()
+    assert with_split["leaderboard"]["criteria_breakdown"] != {}
+    assert alone["leaderboard"]["criteria_breakdown"] == {}
+    assert alone["leaderboard"]["rows"] == with_split["leaderboard"]["rows"]
+    asked = [s.per_criterion for s in svc.rank_calls if s.criteria.likes == ("Bullet lists",)]
+    assert asked == [True, False]
+
+
+def test_serve_offers_the_factored_crm_where_its_vectors_ship():
+    from usl.cli.serve import default_judges
+
+    assert default_judges("alpaca_eval") == ("default", "crm-factored")
+    assert default_judges("arena_bench") == ("default",)

@@ -28,7 +28,9 @@ def register(app: typer.Typer) -> None:
               benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark shown by default."),
               judge: Optional[List[str]] = typer.Option(
                   None, "--judge", help="Judge the page may use; repeat to allow several, the first is the "
-                                        "default. Default: default."),
+                                        "default. Default: default, plus crm-factored (the transformer CRM "
+                                        "from answer vectors shipped for the default benchmark) on the "
+                                        "default benchmark."),
               refine_with: str = typer.Option("crm", "--refine-with",
                                               help="Reference judge the page can refine a board with (the "
                                                    "transformer CRM: a few seconds a question on a CPU, judged "
@@ -52,14 +54,22 @@ def register(app: typer.Typer) -> None:
                 from usl.judges.registry import load_judge
 
                 load_judge(reference, home=ctx.obj.home)   # a wrong spec fails here, not on first use
-            config = ServerConfig(benchmark=benchmark, judges=tuple(judge or ("default",)), workers=workers,
-                                  reference=reference)
+            config = ServerConfig(benchmark=benchmark, judges=tuple(judge or default_judges(benchmark)),
+                                  workers=workers, reference=reference)
             web = create_app(service, config)
         shown = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::") else host
         refining = f"; refines with {config.reference}" if config.reference else ""
         typer.echo(f"usl: serving {benchmark!r} (judge {config.judges[0]}{refining}) at http://{shown}:{port}/  "
                    f"(API: http://{shown}:{port}/docs)", err=False)
         uvicorn.run(web, host=host, port=port, log_level="warning", access_log=False)
+
+
+def default_judges(benchmark: str) -> tuple[str, ...]:
+    """``default``, and ``crm-factored`` where answer vectors ship for the benchmark (the default
+    one): elsewhere its first board would read every pair with the transformer, an hour on a CPU."""
+    from usl.store.benchmarks import DEFAULT_BENCHMARK
+
+    return ("default", "crm-factored") if benchmark == DEFAULT_BENCHMARK else ("default",)
 
 
 def ensure_benchmark(store, benchmark: str, home: str | None) -> None:

@@ -17,6 +17,7 @@ _BUILTIN_MODULES = {
     "length": "usl.judges.heuristic",
     "random": "usl.judges.heuristic",
     "crm": "usl.judges.crm",
+    "crm-factored": "usl.judges.factored",
     "default": "usl.judges.fast",
     "fast": "usl.judges.fast",
     "llm": "usl.judges.llm_api",

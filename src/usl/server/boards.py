@@ -66,7 +66,7 @@ class Boards:
         criteria = Criteria(likes, avoid) if likes or avoid else LeaderboardSpec().criteria
         return LeaderboardSpec(criteria=criteria, benchmark=benchmark, topics=topic_ids,
                                use_case=" ".join(s.use_case.split()), judge=judge,
-                               baseline=s.baseline or None)
+                               baseline=s.baseline or None, per_criterion=s.per_criterion)
 
     def default_spec(self, spec: LeaderboardSpec | None = None) -> LeaderboardSpec:
         """The general-criteria, all-topics board that ``spec`` is compared with."""
@@ -135,7 +135,20 @@ class Boards:
                 self.jobs.submit(self.default_spec(), keep=True)
         except Exception as e:  # noqa: BLE001 - a failed warm-up must not stop the server
             log.warning("warm-up failed: %s", e)
-        asyncio.get_running_loop().run_in_executor(None, _warm_contradictions, self.service)
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(None, _warm_contradictions, self.service)
+        loop.run_in_executor(None, _warm_judges, self.service, self.config.judges[1:])
+
+
+def _warm_judges(service: Any, specs: tuple[str, ...]) -> None:
+    """Load the other judges a request may name (a transformer takes seconds to load), judging nothing."""
+    for spec in specs:
+        try:
+            judge = service.judge(spec)
+            if hasattr(judge, "warm"):
+                judge.warm()
+        except Exception as e:  # noqa: BLE001
+            log.warning("loading judge %s failed: %s", spec, e)
 
 
 def _warm_contradictions(service: Any) -> None:

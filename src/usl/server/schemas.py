@@ -46,6 +46,8 @@ class SpecIn(BaseModel):
     judge: Optional[str] = Field(None, description="Judge spec; one the server allows.")
     baseline: Optional[str] = Field(None, description="Model every other is compared with.")
     benchmark: Optional[str] = Field(None, description="Benchmark name (GET /api/benchmarks).")
+    per_criterion: bool = Field(True, description="Also judge each criterion alone (the breakdown): one more "
+                                                  "board per criterion; false returns the board sooner.")
 
 
 class RowOut(BaseModel):

@@ -1,0 +1,348 @@
+"""The transformer CRM with its answers read once: the span-head CRM split into an answer side,
+computed once per benchmark, and a criteria side, computed per criteria set in a few passes.
+
+The span head (``span_head.py``) reads one joint pass over (criteria, query, answer A, answer B)
+and scores ``MLP([c * d, q * d, d, c * dl])``, with ``d = a - b`` the difference of the two
+answers' mean-pooled hidden states, ``c`` and ``q`` the criteria and query slots', ``dl`` the
+answers' log token counts. Every slot attends to every other, so in principle every vector depends
+on the criteria. Measured on the shipped ``crm``, the answer side mostly does not: read under
+neutral criteria, with the criteria vector taken from the pair's own pass, the per-pair logits
+correlate at r = 0.96 with the exact ones on "creative" (0.76 on "bulleted list", where the
+answers' vectors do move with the criteria). So:
+
+- **once per benchmark** (:meth:`FactoredCRM.pair_vectors`, 2 passes a pair: a GPU for a minute,
+  a CPU for about an hour for 43 x 483 pairs): every (answer, baseline) pair is read in both
+  orders under :data:`NEUTRAL` criteria, keeping ``d`` of each order, ``q`` and ``dl``;
+- **per criteria set** (:meth:`FactoredCRM.criteria_vector`, :data:`CONTEXTS` passes): the
+  criteria are read in a few fixed contexts and their slot vectors averaged, and the head runs on
+  the stored vectors of every pair (:class:`FactoredHead`), both orders averaged as ``crm`` does.
+
+Stored vectors are kept in a :class:`PairBank`: ``d`` projected on a fixed basis (``basis.npz``
+beside the CRM, 64 of 384 dimensions), int8 codes, keyed by a digest of (query, answer, baseline).
+
+The scores approximate ``crm``'s own; how closely is measured, not assumed
+(``scripts/factored_crm.py``, docs/crm_transformer_runs.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+NEUTRAL = ("General user preference",)
+CONTEXTS = 2           # contexts the criteria are read in: each costs a pass (docs/crm_transformer_runs.md)
+FACTORED_DIR = "factored"
+BANK_FORMAT = "usl-factored-bank/1"
+
+
+def pair_key(query: str, answer: str, baseline: str) -> bytes:
+    """16-byte digest of a pair, in this orientation."""
+    h = hashlib.blake2b(digest_size=16)
+    for t in (query, answer, baseline):
+        b = t.encode()
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.digest()
+
+
+def weights_version(model_dir: Path) -> str:
+    """sha256 over the weight files alone (not crm.json, whose backbone path differs by machine):
+    what the stored vectors depend on."""
+    h = hashlib.sha256()
+    for f in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class PairVectors:
+    """Answer-side vectors of N pairs (answer, baseline), read under neutral criteria.
+
+    ``d_ab``/``d_ba``: [N, h] pooled answer minus baseline in the order (answer, baseline), and
+    baseline minus answer in the swapped order; ``q``: [N, h] the query slot (mean of both
+    orders); ``dl``: [N] log token count of the answer minus the baseline's, before truncation.
+    """
+
+    d_ab: np.ndarray
+    d_ba: np.ndarray
+    q: np.ndarray
+    dl: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.dl)
+
+
+# -- the basis and the bank ---------------------------------------------------------------------
+@dataclass
+class Basis:
+    mean: np.ndarray        # [h]
+    components: np.ndarray  # [k, h], orthonormal rows
+
+    @classmethod
+    def fit(cls, v: PairVectors, k: int = 64) -> Basis:
+        x = np.concatenate([v.d_ab, v.d_ba]).astype(np.float64)
+        mu = x.mean(0)
+        _, _, vt = np.linalg.svd(x - mu, full_matrices=False)
+        return cls(mu.astype(np.float32), vt[:k].astype(np.float32))
+
+    def save(self, path: Path) -> None:
+        np.savez(path, mean=self.mean, components=self.components)
+
+    @classmethod
+    def load(cls, path: Path) -> Basis:
+        z = np.load(path)
+        return cls(z["mean"], z["components"])
+
+    def encode(self, d: np.ndarray) -> np.ndarray:
+        return (np.asarray(d, np.float32) - self.mean) @ self.components.T
+
+    def decode(self, z: np.ndarray) -> np.ndarray:
+        return z @ self.components + self.mean
+
+
+class PairBank:
+    """Stored answer-side vectors, looked up by :func:`pair_key` in either orientation."""
+
+    def __init__(self, keys: np.ndarray, z_ab: np.ndarray, z_ba: np.ndarray, scale: np.ndarray,
+                 qvec: np.ndarray, qrow: np.ndarray, dl: np.ndarray, version: str):
+        self.keys, self.z_ab, self.z_ba, self.scale = keys, z_ab, z_ba, scale
+        self.qvec, self.qrow, self.dl, self.version = qvec, qrow, dl, version
+        self._index = {bytes(k): i for i, k in enumerate(keys)}
+
+    @property
+    def q(self) -> np.ndarray:
+        """[n, h] query vector of each pair."""
+        return self.qvec[self.qrow]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @classmethod
+    def empty(cls, k: int, h: int, version: str) -> PairBank:
+        return cls(np.zeros((0, 16), np.uint8), np.zeros((0, k), np.int8), np.zeros((0, k), np.int8),
+                   np.ones(k, np.float32), np.zeros((0, h), np.float16), np.zeros(0, np.int32),
+                   np.zeros(0, np.float32), version)
+
+    @classmethod
+    def build(cls, keys: Sequence[bytes], queries: Sequence[str], v: PairVectors, basis: Basis,
+              version: str) -> PairBank:
+        """``keys``: each pair's :func:`pair_key`; ``queries``: its query text (pairs of one query
+        share one query vector, the mean of theirs)."""
+        za, zb = basis.encode(v.d_ab), basis.encode(v.d_ba)
+        scale = np.maximum(np.abs(np.concatenate([za, zb])).max(0) if len(za) else 0, 1e-6) / 127.0
+        code = lambda z: np.clip(np.rint(z / scale), -127, 127).astype(np.int8)
+        first: dict[str, int] = {}
+        qrow = np.array([first.setdefault(q, len(first)) for q in queries], np.int32)
+        qvec = np.zeros((len(first), v.q.shape[1]), np.float64)
+        np.add.at(qvec, qrow, v.q)
+        qvec /= np.maximum(np.bincount(qrow, minlength=len(first)), 1)[:, None]
+        return cls(np.frombuffer(b"".join(keys), np.uint8).reshape(-1, 16), code(za), code(zb),
+                   scale.astype(np.float32), qvec.astype(np.float16), qrow, v.dl.astype(np.float32), version)
+
+    def merged(self, other: PairBank) -> PairBank:
+        """Both banks' pairs (this one's codes rescaled to a common scale); ``other`` wins on keys
+        both hold."""
+        if not len(self):
+            return other
+        if not len(other):
+            return self
+        new = np.array([bytes(k) not in self._index for k in other.keys], bool)
+        scale = np.maximum(self.scale, other.scale)
+        rq = lambda z, s: np.clip(np.rint(z.astype(np.float32) * s / scale), -127, 127).astype(np.int8)
+        return PairBank(np.concatenate([self.keys, other.keys[new]]),
+                        np.concatenate([rq(self.z_ab, self.scale), rq(other.z_ab[new], other.scale)]),
+                        np.concatenate([rq(self.z_ba, self.scale), rq(other.z_ba[new], other.scale)]),
+                        scale, np.concatenate([self.qvec, other.qvec]),
+                        np.concatenate([self.qrow, other.qrow[new] + len(self.qvec)]),
+                        np.concatenate([self.dl, other.dl[new]]), self.version)
+
+    def save(self, path: Path) -> None:
+        """Atomically (a killed save leaves the old file)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
+        os.close(fd)
+        np.savez_compressed(tmp, format=np.array(BANK_FORMAT), version=np.array(self.version), keys=self.keys,
+                            z_ab=self.z_ab, z_ba=self.z_ba, scale=self.scale, qvec=self.qvec, qrow=self.qrow,
+                            dl=self.dl.astype(np.float16))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> PairBank:
+        try:
+            z = np.load(path)
+            if str(z["format"]) != BANK_FORMAT:
+                raise ValueError(f"format {str(z['format'])!r}, expected {BANK_FORMAT}")
+            return cls(z["keys"], z["z_ab"], z["z_ba"], z["scale"], z["qvec"], z["qrow"],
+                       z["dl"].astype(np.float32), str(z["version"]))
+        except (OSError, KeyError, ValueError) as e:
+            raise ValueError(f"{path}: not a factored-CRM pair bank ({e})") from None
+
+    def lookup(self, keys: Sequence[bytes], swapped_keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """Row of each pair (-1: not stored) and its sign: +1 stored in this orientation, -1 stored
+        the other way round (its logit is the negative: the order average is antisymmetric)."""
+        rows = np.full(len(keys), -1, np.int64)
+        sign = np.ones(len(keys), np.float32)
+        for i, (k, ks) in enumerate(zip(keys, swapped_keys)):
+            r = self._index.get(k)
+            if r is None:
+                r = self._index.get(ks)
+                if r is not None:
+                    sign[i] = -1.0
+            if r is not None:
+                rows[i] = r
+        return rows, sign
+
+
+class FactoredHead:
+    """The span head on a bank's stored vectors, with everything that does not depend on the
+    criteria computed once: per criteria set it costs one [n, k] x [k, hidden] product."""
+
+    def __init__(self, head, basis: Basis, bank: PairBank):
+        lin1, lin2 = head[1], head[3]            # Sequential(Dropout, Linear, GELU, Linear)
+        w1 = lin1.weight.detach().float().cpu().numpy()
+        h = basis.components.shape[1]
+        if w1.shape[1] != 4 * h:
+            raise ValueError(f"span head input {w1.shape[1]} != 4 x {h}: a head without length features?")
+        self.wa, wb, wc, self.wd = (w1[:, i * h:(i + 1) * h] for i in range(4))
+        self.b1 = lin1.bias.detach().float().cpu().numpy()
+        self.w2 = lin2.weight.detach().float().cpu().numpy()[0]
+        self.b2 = float(lin2.bias.detach().float().cpu().numpy()[0])
+        self.basis, self.bank = basis, bank
+        import torch
+
+        q = bank.q.astype(np.float32)
+        # criteria-independent part of the first layer, per stored pair and order
+        self._u_ab = torch.from_numpy(self._fixed(bank.z_ab, bank.scale, q, wb, wc))
+        self._u_ba = torch.from_numpy(self._fixed(bank.z_ba, bank.scale, q, wb, wc))
+        self._z_ab = torch.from_numpy(bank.z_ab.astype(np.float32) * bank.scale)
+        self._z_ba = torch.from_numpy(bank.z_ba.astype(np.float32) * bank.scale)
+        self._dl = torch.from_numpy(bank.dl.astype(np.float32))
+        self._w2 = torch.from_numpy(self.w2)
+
+    def _fixed(self, code, scale, q, wb, wc) -> np.ndarray:
+        out = np.empty((len(code), len(self.b1)), np.float32)
+        for s in range(0, len(code), 8192):
+            d = self.basis.decode(code[s:s + 8192].astype(np.float32) * scale)
+            out[s:s + 8192] = (q[s:s + 8192] * d) @ wb.T + d @ wc.T + self.b1
+        return out
+
+    def logits(self, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Order-averaged logit that the stored pair's answer beats its baseline."""
+        import torch
+
+        c = np.asarray(c, np.float32)
+        wac = self.wa * c[None, :]                                   # [hidden, h]
+        m = torch.from_numpy(self.basis.components @ wac.T)          # [k, hidden]
+        const = torch.from_numpy(wac @ self.basis.mean + 0)          # [hidden]
+        lw = torch.from_numpy(self.wd @ c)                           # [hidden]
+        rows = np.asarray(rows, np.int64)
+        whole = len(rows) == len(self._dl) and bool((rows == np.arange(len(rows))).all())
+        index = torch.from_numpy(rows)
+        pick = (lambda t: t) if whole else (lambda t: t[index])
+        dl = pick(self._dl)
+
+        def s(code, u, sign):
+            x = torch.addmm(pick(u), pick(code), m)                  # a fresh tensor: safe to change in place
+            x += const
+            x.addr_(dl, lw, alpha=sign)
+            return torch.nn.functional.gelu(x) @ self._w2 + self.b2
+
+        with torch.inference_mode():
+            return ((s(self._z_ab, self._u_ab, 1.0) - s(self._z_ba, self._u_ba, -1.0)) / 2).numpy()
+
+
+# -- the transformer passes ---------------------------------------------------------------------
+class FactoredCRM:
+    """``scorer``: a loaded span-head ``CRMScorer`` (pairwise, order-averaged)."""
+
+    def __init__(self, scorer, batch_size: int | None = None):
+        if scorer.meta.get("head") != "span" or scorer.loss != "pairwise" or \
+                not scorer.model.head_config.get("length_features"):
+            raise ValueError(f"{scorer.dir}: the factored CRM needs a pairwise span-head CRM with length "
+                             f"features (this one: head={scorer.meta.get('head')!r}, loss={scorer.loss!r})")
+        self.scorer = scorer
+        self.batch_size = batch_size or scorer.batch_size
+        self.dir = Path(scorer.dir)
+        self.version = weights_version(self.dir)
+
+    def _pooled(self, items: Sequence[tuple[Sequence[str], str, str, str]]):
+        """(criteria, query, a, b) items -> pooled slots [N, 4, h] and log token counts [N, 4]."""
+        import torch
+
+        from usl.crm.dataset import _pad
+        from usl.crm.span_head import pool_spans
+
+        s = self.scorer
+        rows = [s._encode("pairwise", s.fmt.pairwise(*it)) for it in items]
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))
+        pooled = torch.empty(len(rows), 4, s.model.backbone.config.hidden_size)
+        loglen = torch.empty(len(rows), 4)
+        with torch.inference_mode():
+            for k in range(0, len(order), self.batch_size):
+                idx = order[k:k + self.batch_size]
+                ids, mask = _pad([list(rows[i][0]) for i in idx], s.tok.pad_token_id)
+                spans = torch.tensor([rows[i][1] for i in idx], dtype=torch.long)
+                h = s.model.backbone(input_ids=ids.to(s.device), attention_mask=mask.to(s.device)).last_hidden_state
+                pooled[idx] = pool_spans(h.float(), spans.to(s.device)).cpu()
+                loglen[idx] = torch.log1p(spans[..., 2].float())
+        return pooled, loglen
+
+    def pair_vectors(self, pairs: Sequence[tuple[str, str, str]],
+                     progress: Callable[[int], None] | None = None) -> PairVectors:
+        """(query, answer, baseline) triples -> their answer-side vectors (2 passes each)."""
+        h = self.scorer.model.backbone.config.hidden_size
+        parts: list[tuple] = []
+        step = max(1, 32 * self.batch_size)
+        for k in range(0, len(pairs), step):
+            chunk = pairs[k:k + step]
+            n = len(chunk)
+            p, ll = self._pooled([(NEUTRAL, q, a, b) for q, a, b in chunk] + [(NEUTRAL, q, b, a) for q, a, b in chunk])
+            parts.append(((p[:n, 2] - p[:n, 3]).numpy(), (p[n:, 2] - p[n:, 3]).numpy(),
+                          ((p[:n, 1] + p[n:, 1]) / 2).numpy(), (ll[:n, 2] - ll[:n, 3]).numpy()))
+            if progress:
+                progress(n)
+        if not parts:
+            z = np.zeros((0, h), np.float32)
+            return PairVectors(z, z, z, np.zeros(0, np.float32))
+        return PairVectors(*(np.concatenate([p[i] for p in parts]) for i in range(4)))
+
+    def criteria_vector(self, criteria: Sequence[str], contexts: Sequence[tuple[str, str, str]]) -> np.ndarray:
+        """The criteria slot's vector, averaged over (query, answer, baseline) contexts."""
+        p, _ = self._pooled([(tuple(criteria) or NEUTRAL, q, a, b) for q, a, b in contexts])
+        return p[:, 0].mean(0).numpy()
+
+
+def read_contexts(path: Path, k: int = CONTEXTS) -> list[tuple[str, str, str]]:
+    try:
+        items = json.loads(path.read_text())["contexts"]
+        return [(x["query"], x["answer"], x["baseline"]) for x in items[:k]]
+    except (OSError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read criteria contexts ({e})") from None
+
+
+def head_logits(head, c: np.ndarray, v: PairVectors) -> np.ndarray:
+    """``crm``'s span head on full (uncompressed) vectors: ``(s(d_ab, dl) - s(d_ba, -dl)) / 2``."""
+    import torch
+
+    with torch.inference_mode():
+        ct = torch.as_tensor(c, dtype=torch.float32)[None]
+        q = torch.as_tensor(v.q, dtype=torch.float32)
+        dl = torch.as_tensor(v.dl, dtype=torch.float32)[:, None]
+
+        def s(d, sign):
+            d = torch.as_tensor(d, dtype=torch.float32)
+            return head(torch.cat([ct * d, q * d, d, ct * sign * dl], -1))[:, 0]
+
+        return ((s(v.d_ab, 1.0) - s(v.d_ba, -1.0)) / 2).numpy()
