@@ -142,3 +142,28 @@ def test_serve_refuses_an_unknown_benchmark(tmp_path):
     r = CliRunner().invoke(app, ["--home", str(tmp_path), "serve", "--benchmark", "nope"])
     assert r.exit_code == 2
     assert "benchmark 'nope' is not in the store" in r.output and "usl data import" in r.output
+
+
+def test_serve_offers_crm_factored_on_the_default_benchmark_and_reads_new_pairs_once(tmp_path):
+    """Real `usl serve`, shipped `crm` weights: the default benchmark is served with `default`
+    and `crm-factored`; this tiny board's pairs are not in the shipped bank, so the first
+    crm-factored board reads them (2 transformer passes each) into the data directory's bank, and
+    a restart reuses it."""
+    shared = tiny_alpaca_layout(tmp_path / "shared")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"USL_SHARED_DATA": str(shared)}
+    spec = {"likes": ["Short answers"], "judge": "crm-factored", "per_criterion": False}
+    with usl_serve(home, env=env, timeout_s=180) as url:
+        assert httpx.get(url + "/api/config").json()["judges"] == ["default", "crm-factored"]
+        body = httpx.post(url + "/api/leaderboard", json=spec, timeout=180).json()
+        assert body["leaderboard"]["spec"]["judge"] == "crm-factored"
+        first = rates(body)
+    assert sorted(first) == ["m1", "m2"]
+    assert "reading 36 answer pairs with" in serve_output(home)        # 18 board queries x 2 models
+    banks = list((home / "cache" / "factored").glob("*.npz"))
+    assert len(banks) == 1
+    with usl_serve(home, env=env, timeout_s=180) as url:
+        again = rates(httpx.post(url + "/api/leaderboard", json=spec, timeout=60).json())
+    assert again == first
+    assert "answer pairs with" not in serve_output(home)  # every pair found in the stored bank

@@ -112,80 +112,82 @@ class Basis:
 
 
 class PairBank:
-    """Stored answer-side vectors, looked up by :func:`pair_key` in either orientation."""
+    """Stored answer-side vectors, looked up by :func:`pair_key` in either orientation.
 
-    def __init__(self, keys: np.ndarray, z_ab: np.ndarray, z_ba: np.ndarray, scale: np.ndarray,
-                 qvec: np.ndarray, qrow: np.ndarray, dl: np.ndarray, version: str):
-        self.keys, self.z_ab, self.z_ba, self.scale = keys, z_ab, z_ba, scale
+    ``z_ab``/``z_ba``: [n, k] coordinates of ``d`` on the basis (float32 in memory; int8 codes with
+    a scale per coordinate on disk, exactly what was read back, so a saved bank reloads equal);
+    ``qvec``/``qrow``: one query vector per query and each pair's row in it; ``dl``: [n].
+    """
+
+    def __init__(self, keys: np.ndarray, z_ab: np.ndarray, z_ba: np.ndarray, qvec: np.ndarray,
+                 qrow: np.ndarray, dl: np.ndarray, version: str):
+        self.keys, self.z_ab, self.z_ba = keys, z_ab, z_ba
         self.qvec, self.qrow, self.dl, self.version = qvec, qrow, dl, version
         self._index = {bytes(k): i for i, k in enumerate(keys)}
 
     @property
     def q(self) -> np.ndarray:
         """[n, h] query vector of each pair."""
-        return self.qvec[self.qrow]
+        return self.qvec[self.qrow].astype(np.float32)
 
     def __len__(self) -> int:
         return len(self.keys)
 
     @classmethod
-    def empty(cls, k: int, h: int, version: str) -> PairBank:
-        return cls(np.zeros((0, 16), np.uint8), np.zeros((0, k), np.int8), np.zeros((0, k), np.int8),
-                   np.ones(k, np.float32), np.zeros((0, h), np.float16), np.zeros(0, np.int32),
+    def empty(cls, k: int, h: int, version: str) -> "PairBank":
+        z = np.zeros((0, k), np.float32)
+        return cls(np.zeros((0, 16), np.uint8), z, z, np.zeros((0, h), np.float16), np.zeros(0, np.int32),
                    np.zeros(0, np.float32), version)
 
     @classmethod
     def build(cls, keys: Sequence[bytes], queries: Sequence[str], v: PairVectors, basis: Basis,
-              version: str) -> PairBank:
+              version: str) -> "PairBank":
         """``keys``: each pair's :func:`pair_key`; ``queries``: its query text (pairs of one query
-        share one query vector, the mean of theirs)."""
-        za, zb = basis.encode(v.d_ab), basis.encode(v.d_ba)
-        scale = np.maximum(np.abs(np.concatenate([za, zb])).max(0) if len(za) else 0, 1e-6) / 127.0
-        code = lambda z: np.clip(np.rint(z / scale), -127, 127).astype(np.int8)
+        share one query vector, the mean of theirs). Values are rounded as they will be stored."""
+        za, zb, scale = _quantized(basis.encode(v.d_ab), basis.encode(v.d_ba))
         first: dict[str, int] = {}
         qrow = np.array([first.setdefault(q, len(first)) for q in queries], np.int32)
         qvec = np.zeros((len(first), v.q.shape[1]), np.float64)
         np.add.at(qvec, qrow, v.q)
         qvec /= np.maximum(np.bincount(qrow, minlength=len(first)), 1)[:, None]
-        return cls(np.frombuffer(b"".join(keys), np.uint8).reshape(-1, 16), code(za), code(zb),
-                   scale.astype(np.float32), qvec.astype(np.float16), qrow, v.dl.astype(np.float32), version)
+        return cls(np.frombuffer(b"".join(keys), np.uint8).reshape(-1, 16), za.astype(np.float32) * scale,
+                   zb.astype(np.float32) * scale, qvec.astype(np.float16), qrow,
+                   v.dl.astype(np.float16).astype(np.float32), version)
 
-    def merged(self, other: PairBank) -> PairBank:
-        """Both banks' pairs (this one's codes rescaled to a common scale); ``other`` wins on keys
-        both hold."""
+    def merged(self, other: "PairBank") -> "PairBank":
+        """Both banks' pairs; ``other`` wins on keys both hold."""
         if not len(self):
             return other
         if not len(other):
             return self
         new = np.array([bytes(k) not in self._index for k in other.keys], bool)
-        scale = np.maximum(self.scale, other.scale)
-        rq = lambda z, s: np.clip(np.rint(z.astype(np.float32) * s / scale), -127, 127).astype(np.int8)
-        return PairBank(np.concatenate([self.keys, other.keys[new]]),
-                        np.concatenate([rq(self.z_ab, self.scale), rq(other.z_ab[new], other.scale)]),
-                        np.concatenate([rq(self.z_ba, self.scale), rq(other.z_ba[new], other.scale)]),
-                        scale, np.concatenate([self.qvec, other.qvec]),
+        return PairBank(np.concatenate([self.keys, other.keys[new]]), np.concatenate([self.z_ab, other.z_ab[new]]),
+                        np.concatenate([self.z_ba, other.z_ba[new]]), np.concatenate([self.qvec, other.qvec]),
                         np.concatenate([self.qrow, other.qrow[new] + len(self.qvec)]),
                         np.concatenate([self.dl, other.dl[new]]), self.version)
 
     def save(self, path: Path) -> None:
-        """Atomically (a killed save leaves the old file)."""
+        """Atomically (a killed save leaves the old file). A bank merged from banks of other scales
+        is rounded again here."""
+        za, zb, scale = _quantized(self.z_ab, self.z_ba)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
         os.close(fd)
         np.savez_compressed(tmp, format=np.array(BANK_FORMAT), version=np.array(self.version), keys=self.keys,
-                            z_ab=self.z_ab, z_ba=self.z_ba, scale=self.scale, qvec=self.qvec, qrow=self.qrow,
+                            z_ab=za, z_ba=zb, scale=scale, qvec=self.qvec, qrow=self.qrow,
                             dl=self.dl.astype(np.float16))
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: Path) -> PairBank:
+    def load(cls, path: Path) -> "PairBank":
         try:
             z = np.load(path)
             if str(z["format"]) != BANK_FORMAT:
                 raise ValueError(f"format {str(z['format'])!r}, expected {BANK_FORMAT}")
-            return cls(z["keys"], z["z_ab"], z["z_ba"], z["scale"], z["qvec"], z["qrow"],
-                       z["dl"].astype(np.float32), str(z["version"]))
+            scale = z["scale"].astype(np.float32)
+            return cls(z["keys"], z["z_ab"].astype(np.float32) * scale, z["z_ba"].astype(np.float32) * scale,
+                       z["qvec"], z["qrow"], z["dl"].astype(np.float32), str(z["version"]))
         except (OSError, KeyError, ValueError) as e:
             raise ValueError(f"{path}: not a factored-CRM pair bank ({e})") from None
 
@@ -205,6 +207,14 @@ class PairBank:
         return rows, sign
 
 
+def _quantized(za: np.ndarray, zb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """int8 codes of two coordinate arrays with one scale per coordinate (max |value| -> 127)."""
+    both = np.concatenate([za, zb])
+    scale = (np.maximum(np.abs(both).max(0), 1e-6) / 127.0 if len(both) else np.ones(za.shape[1])).astype(np.float32)
+    code = lambda z: np.clip(np.rint(z / scale), -127, 127).astype(np.int8)
+    return code(za), code(zb), scale
+
+
 class FactoredHead:
     """The span head on a bank's stored vectors, with everything that does not depend on the
     criteria computed once: per criteria set it costs one [n, k] x [k, hidden] product."""
@@ -222,19 +232,19 @@ class FactoredHead:
         self.basis, self.bank = basis, bank
         import torch
 
-        q = bank.q.astype(np.float32)
+        q = bank.q
         # criteria-independent part of the first layer, per stored pair and order
-        self._u_ab = torch.from_numpy(self._fixed(bank.z_ab, bank.scale, q, wb, wc))
-        self._u_ba = torch.from_numpy(self._fixed(bank.z_ba, bank.scale, q, wb, wc))
-        self._z_ab = torch.from_numpy(bank.z_ab.astype(np.float32) * bank.scale)
-        self._z_ba = torch.from_numpy(bank.z_ba.astype(np.float32) * bank.scale)
+        self._u_ab = torch.from_numpy(self._fixed(bank.z_ab, q, wb, wc))
+        self._u_ba = torch.from_numpy(self._fixed(bank.z_ba, q, wb, wc))
+        self._z_ab = torch.from_numpy(np.ascontiguousarray(bank.z_ab, np.float32))
+        self._z_ba = torch.from_numpy(np.ascontiguousarray(bank.z_ba, np.float32))
         self._dl = torch.from_numpy(bank.dl.astype(np.float32))
         self._w2 = torch.from_numpy(self.w2)
 
-    def _fixed(self, code, scale, q, wb, wc) -> np.ndarray:
-        out = np.empty((len(code), len(self.b1)), np.float32)
-        for s in range(0, len(code), 8192):
-            d = self.basis.decode(code[s:s + 8192].astype(np.float32) * scale)
+    def _fixed(self, z, q, wb, wc) -> np.ndarray:
+        out = np.empty((len(z), len(self.b1)), np.float32)
+        for s in range(0, len(z), 8192):
+            d = self.basis.decode(z[s:s + 8192])
             out[s:s + 8192] = (q[s:s + 8192] * d) @ wb.T + d @ wc.T + self.b1
         return out
 

@@ -158,7 +158,7 @@ class FactoredJudge:
         path = self._home_bank_path()
         own = PairBank.load(path) if path.is_file() else None
         (own.merged(new) if own is not None and own.version == new.version else new).save(path)
-        self._bank = self.bank().merged(new)
+        self._bank = None          # read back what was saved: the next start judges with the same values
 
     def warm(self) -> None:
         """Load the model, the banks and the head ahead of the first request."""

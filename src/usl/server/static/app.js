@@ -286,6 +286,13 @@ async function runCustom() {
   }
 }
 
+// What the built-in judge specs are, for the judge selector (other specs show as written).
+const JUDGE_LABELS = {
+  "default": "default (fast CRM)",
+  "crm-factored": "crm-factored (transformer CRM, stored answer vectors)",
+  "crm": "crm (transformer CRM; slow on a CPU)",
+};
+
 function setMeta(payload) {
   const s = payload.leaderboard.spec;
   $("meta-benchmark").textContent = s.benchmark || "–";
@@ -297,7 +304,7 @@ function setMeta(payload) {
   for (const [key, options] of [["benchmark", state.config.benchmarks], ["judge", state.config.judges]]) {
     if (options.length < 2) continue;
     const sel = $(`${key}-select`);
-    sel.replaceChildren(...options.map((o) => el("option", {value: o, text: o})));
+    sel.replaceChildren(...options.map((o) => el("option", {value: o, text: (key === "judge" && JUDGE_LABELS[o]) || o})));
     sel.value = s[key];
     sel.hidden = false;
     $(`meta-${key}`).hidden = true;
