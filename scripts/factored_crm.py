@@ -103,7 +103,7 @@ def vectors(args) -> None:
 def bank(args) -> None:
     from crm_fidelity import _load
 
-    from usl.crm.factored import Basis, PairBank, PairVectors, pair_key, weights_version
+    from usl.crm.factored import Basis, PairBank, PairVectors, bank_version, pair_key, weights_version
     from usl.crm.inference import model_dir_of
 
     data = _load(args.answers)
@@ -123,8 +123,11 @@ def bank(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     if args.fit_basis:
         Basis.fit(v, args.fit_basis).save(out / "basis.npz")
-    basis = Basis.load(out / "basis.npz")
-    b = PairBank.build([pair_key(*p) for p in pairs], [p[0] for p in pairs], v, basis, version)
+    try:
+        basis = Basis.load(out / "basis.npz")
+    except ValueError as e:
+        raise SystemExit(f"{e} (fit one with --fit-basis K)") from None
+    b = PairBank.build([pair_key(*p) for p in pairs], [p[0] for p in pairs], v, basis, bank_version(version, basis))
     b.save(out / f"bank-{data['split']}.npz")
     print(f"wrote {out}/bank-{data['split']}.npz: {len(b)} pairs, {basis.components.shape[0]} dimensions")
 

@@ -1,6 +1,7 @@
 """``crm-factored``: the shipped transformer CRM split into stored answer vectors and a criteria
 pass, loaded for real on the CPU (real weights, no download)."""
 
+import json
 import logging
 from pathlib import Path
 
@@ -13,8 +14,10 @@ from usl.crm.factored import (
     FactoredHead,
     PairBank,
     PairVectors,
+    bank_version,
     head_logits,
     pair_key,
+    read_contexts,
     weights_version,
 )
 from usl.judges.base import JudgeRequest
@@ -55,18 +58,27 @@ def _count_passes(judge):
     return seen
 
 
+def _bank(judge, pairs, version=None, scale_d=1.0):
+    v = judge.crm.pair_vectors(pairs)
+    v = PairVectors(v.d_ab * scale_d, v.d_ba * scale_d, v.q, v.dl)
+    return PairBank.build([pair_key(*p) for p in pairs], [p[0] for p in pairs], v, judge.basis,
+                          version or judge.bank_version)
+
+
 def test_the_head_on_stored_codes_is_the_span_head(crm, judge):
     """FactoredHead (criteria-independent part precomputed, basis, int8 codes) computes what the
     span head computes on the same vectors, up to the codes' rounding."""
-    v = judge.crm.pair_vectors([(Q, SHORT, LONG), (Q, LONG, MID), (Q, MID, SHORT)])
+    pairs = [(Q, SHORT, LONG), (Q, LONG, MID), (Q, MID, SHORT)]
+    v = judge.crm.pair_vectors(pairs)
     basis = Basis.fit(v, k=6)                          # 6 vectors: a full-rank basis of them
-    bank = PairBank.build([pair_key(Q, SHORT, LONG), pair_key(Q, LONG, MID), pair_key(Q, MID, SHORT)],
-                          [Q] * 3, v, basis, "x")
+    bank = PairBank.build([pair_key(*p) for p in pairs], [Q] * 3, v, basis, "x")
     c = judge.crm.criteria_vector(("Prefer concise answers",), [(Q, SHORT, LONG)])
     fast = FactoredHead(crm.scorer.model.head, basis, bank).logits(c, np.arange(3))
     exact = head_logits(crm.scorer.model.head, c, v)
     assert np.abs(fast - exact).max() < 0.05 * max(1.0, np.abs(exact).max())
     assert np.sign(fast).tolist() == np.sign(exact).tolist()
+    sub = FactoredHead(crm.scorer.model.head, basis, bank).logits(c, np.array([2, 0]))   # any rows, any order
+    assert sub.tolist() == pytest.approx([fast[2], fast[0]], abs=1e-5)
 
 
 def test_it_follows_opposite_criteria_as_crm_does(crm, judge):
@@ -82,7 +94,7 @@ def test_pair_vectors_are_read_once_and_stored_in_the_data_directory(tmp_path, j
     c = Criteria(("Vivid imagery",))
     first = judge.judge_matrix(c, [Q], [LONG], [SHORT])
     files = list((tmp_path / "cache" / "factored").glob("*.npz"))
-    assert [f.name for f in files] == [f"{judge.crm.version}.npz"] and len(PairBank.load(files[0])) == 1
+    assert files == [judge.home_bank_path()] and len(PairBank.load(files[0])) == 1
 
     again = load_judge("crm-factored", home=str(tmp_path), device="cpu")
     passes = _count_passes(again)
@@ -92,58 +104,94 @@ def test_pair_vectors_are_read_once_and_stored_in_the_data_directory(tmp_path, j
     assert sum(passes) == 2                                   # the criteria's contexts only, read once
 
 
-def test_a_bank_of_other_weights_is_ignored_with_a_warning(tmp_path, judge, caplog):
-    v = judge.crm.pair_vectors([(Q, LONG, SHORT)])
-    stale = PairBank.build([pair_key(Q, LONG, SHORT)], [Q], PairVectors(v.d_ab * 0, v.d_ba * 0, v.q, v.dl),
-                           judge.basis, "other-weights")
-    stale.save(tmp_path / "cache" / "factored" / f"{judge.crm.version}.npz")
+def test_a_pair_asked_both_ways_in_one_call_is_read_once(judge):
     passes = _count_passes(judge)
+    v = judge.judge([JudgeRequest(CONCISE, Q, SHORT, MID), JudgeRequest(CONCISE, Q, MID, SHORT)])
+    assert sum(passes) == 2 + 2                               # one pair in both orders, and the contexts
+    assert len(PairBank.load(judge.home_bank_path())) == 1
+    assert v[0].p_a == pytest.approx(1 - v[1].p_a, abs=1e-6)
+
+
+def test_banks_of_other_weights_or_another_basis_are_ignored_with_a_warning(judge, caplog):
+    other_basis = Basis(judge.basis.mean, judge.basis.components, judge.basis.scale * 2)
+    for version in ("other-weights", bank_version(weights_version(judge.dir), other_basis)):
+        _bank(judge, [(Q, LONG, SHORT)], version=version, scale_d=0.0).save(judge.home_bank_path())
+        judge._bank = None
+        passes = _count_passes(judge)
+        with caplog.at_level(logging.WARNING):
+            p = judge.judge_matrix(CONCISE, [Q], [LONG], [SHORT])
+        assert "another CRM or basis" in caplog.text
+        assert sum(passes) >= 2                                # the pair read again
+        assert p[0] < 0.5                                      # and judged for real: concise prefers SHORT
+        del judge.crm.scorer.model.backbone.forward
+        caplog.clear()
+
+
+def test_a_broken_home_bank_is_moved_aside_and_read_again(judge, caplog):
+    judge.judge_matrix(CONCISE, [Q], [LONG], [SHORT])
+    path = judge.home_bank_path()
+    path.write_bytes(path.read_bytes()[:100])                 # truncated
+    fresh = load_judge("crm-factored", home=judge.home, device="cpu")
     with caplog.at_level(logging.WARNING):
-        p = judge.judge_matrix(CONCISE, [Q], [LONG], [SHORT])
-    assert "other CRM weights" in caplog.text
-    assert sum(passes) >= 4                                   # the pair read again (2) + contexts (2)
-    assert p[0] < 0.5                                         # and judged for real: concise prefers SHORT
+        p = fresh.judge_matrix(CONCISE, [Q], [LONG], [SHORT])
+    assert str(path) in caplog.text and "moved aside" in caplog.text
+    assert list(path.parent.glob(path.name + ".broken-*")) and len(PairBank.load(path)) == 1
+    assert p[0] < 0.5
 
 
-def test_a_broken_bank_file_is_named(tmp_path):
+@pytest.mark.parametrize("content", [b"not a bank", None])
+def test_a_broken_bank_file_is_named(tmp_path, content):
     bad = tmp_path / "bank.npz"
-    bad.write_bytes(b"not a bank")
+    if content is None:                                        # a valid archive of the wrong shapes
+        np.savez(bad, format=np.array("usl-factored-bank/1"), version=np.array("x"), keys=np.zeros((2, 16), np.uint8),
+                 c_ab=np.zeros((3, 4), np.int8), c_ba=np.zeros((3, 4), np.int8), qvec=np.zeros((1, 8)),
+                 qrow=np.zeros(2, np.int32), dl=np.zeros(2))
+    else:
+        bad.write_bytes(content)
     with pytest.raises(ValueError, match=str(bad)):
         PairBank.load(bad)
 
 
+def test_contexts_are_checked(tmp_path):
+    f = tmp_path / "contexts.json"
+    f.write_text(json.dumps({"contexts": []}))
+    with pytest.raises(ValueError, match=f"{f}: 0 contexts, 2 asked for"):
+        read_contexts(f, 2)
+    f.write_text(json.dumps({"contexts": [{"query": "q", "answer": "", "baseline": "b"}]}))
+    with pytest.raises(ValueError, match=r"contexts\[0\]"):
+        read_contexts(f, 1)
+    with pytest.raises(ValueError, match="at least one"):
+        read_contexts(f, 0)
+
+
 def test_banks_merge_without_losing_either_side(judge):
-    pairs = [(Q, SHORT, LONG), (Q, MID, LONG)]
-    v = judge.crm.pair_vectors(pairs)
-    one = PairBank.build([pair_key(*pairs[0])], [Q], PairVectors(v.d_ab[:1], v.d_ba[:1], v.q[:1], v.dl[:1]),
-                         judge.basis, "x")
-    two = PairBank.build([pair_key(*pairs[1])], [Q], PairVectors(v.d_ab[1:], v.d_ba[1:] * 3, v.q[1:], v.dl[1:]),
-                         judge.basis, "x")
-    both = one.merged(two)
+    pairs = [(Q, SHORT, LONG), ("Another question?", MID, LONG), (Q, LONG, MID)]
+    one = _bank(judge, pairs[:1])
+    two = _bank(judge, pairs[1:], scale_d=3.0)
+    dup = _bank(judge, pairs[:1], scale_d=-1.0)                # a key `one` holds already
+    both = one.merged(two).merged(dup)
     rows, sign = both.lookup([pair_key(*p) for p in pairs], [pair_key(q, b, a) for q, a, b in pairs])
-    assert rows.tolist() == [0, 1] and sign.tolist() == [1, 1]
-    assert np.array_equal(both.z_ba, np.concatenate([one.z_ba, two.z_ba]))     # nothing rounded again
-    assert both.q.shape == (2, v.q.shape[1]) and both.dl.tolist() == pytest.approx(v.dl.tolist(), abs=1e-2)
+    assert rows.tolist() == [0, 1, 2] and sign.tolist() == [1, 1, 1] and len(both) == 3
+    assert np.array_equal(both.c_ba, np.concatenate([one.c_ba, two.c_ba]))      # nothing rounded again
+    assert np.array_equal(both.q, np.concatenate([one.q, two.q]))                # query rows follow their pairs
+    assert np.array_equal(both.dl, np.concatenate([one.dl, two.dl]))
+    with pytest.raises(ValueError, match="versions"):
+        one.merged(_bank(judge, pairs[1:2], version="other"))
 
 
 def test_a_saved_bank_reloads_equal(tmp_path, judge):
-    pairs = [(Q, SHORT, LONG), (Q, MID, LONG), ("Another question?", MID, SHORT)]
-    bank = PairBank.build([pair_key(*p) for p in pairs], [p[0] for p in pairs], judge.crm.pair_vectors(pairs),
-                          judge.basis, "x")
+    bank = _bank(judge, [(Q, SHORT, LONG), (Q, MID, LONG), ("Another question?", MID, SHORT)])
     bank.save(tmp_path / "b.npz")
     back = PairBank.load(tmp_path / "b.npz")
-    for f in ("keys", "qvec", "qrow", "dl"):
+    for f in ("keys", "c_ab", "c_ba", "qvec", "qrow", "dl"):
         assert np.array_equal(getattr(back, f), getattr(bank, f)), f
-    for f in ("z_ab", "z_ba"):                                # the same codes; the scale to the last bit
-        assert np.allclose(getattr(back, f), getattr(bank, f), rtol=1e-6, atol=0), f
-    assert back.version == "x" and len(back.qvec) == 2
+    assert back.version == bank.version and len(back.qvec) == 2
 
 
-def test_the_shipped_bank_covers_the_default_board():
+def test_the_shipped_bank_covers_the_default_board(judge):
     """The vectors shipped beside crm are keyed by the texts the importer reads: every answered
     (model, query) pair of the default board finds its vectors, so no pass is needed for it."""
     from usl import paths
-    from usl.crm import shipped_weights
     from usl.data.alpaca_eval import load_alpaca_eval
 
     src = paths.shared_data()
@@ -155,12 +203,39 @@ def test_the_shipped_bank_covers_the_default_board():
     qtext = {q.id: q.text for q in b.queries}
     pairs = [(qtext[q], text[q, m], text[q, b.baseline]) for (q, m) in text if m != b.baseline
              and (q, b.baseline) in text]
-    d = shipped_weights("crm-minilm-span")
-    bank = PairBank.load(d / "factored" / "bank-board.npz")
-    rows, _ = bank.lookup([pair_key(*p) for p in pairs], [pair_key(q, y, x) for q, x, y in pairs])
-    assert len(pairs) > 20_000 and (rows >= 0).all()
-    assert bank.version == weights_version(d)
+    assert len(pairs) > 20_000 and judge.missing_pairs(*zip(*pairs)) == 0
+    shipped = PairBank.load(judge.factored_dir / "bank-board.npz")
+    assert shipped.version == judge.bank_version
+
+
+def test_a_killed_read_keeps_what_it_read(tmp_path, judge, monkeypatch):
+    import usl.judges.factored as mod
+
+    monkeypatch.setattr(mod, "SAVE_EVERY", 1)
+    real, calls = judge.crm.pair_vectors, []
+
+    def dies_on_the_second(pairs, progress=None):
+        calls.append(len(pairs))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(pairs, progress)
+
+    judge.crm.pair_vectors = dies_on_the_second
+    with pytest.raises(KeyboardInterrupt):
+        judge.judge_matrix(CONCISE, [Q, Q], [SHORT, MID], [LONG, LONG])
+    assert len(PairBank.load(judge.home_bank_path())) == 1
+
+    again = load_judge("crm-factored", home=str(tmp_path), device="cpu")
+    passes = _count_passes(again)
+    again.judge_matrix(CONCISE, [Q, Q], [SHORT, MID], [LONG, LONG])
+    assert sum(passes) == 2 + 2                               # the second pair only, and the contexts
 
 
 def test_no_criteria_read_as_the_neutral_ones(judge):
     assert np.array_equal(judge.criteria_vector(()), judge.crm.criteria_vector(NEUTRAL, judge._contexts_list()))
+
+
+def test_the_identity_follows_the_contexts_read(tmp_path):
+    two = load_judge("crm-factored", home=str(tmp_path))
+    one = load_judge("crm-factored", home=str(tmp_path), contexts=1)
+    assert one.identity != two.identity and one.bank_version == two.bank_version

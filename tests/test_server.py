@@ -347,3 +347,19 @@ def test_serve_offers_the_factored_crm_where_its_vectors_ship():
 
     assert default_judges("alpaca_eval") == ("default", "crm-factored")
     assert default_judges("arena_bench") == ("default",)
+
+
+def test_a_judge_without_the_boards_vectors_is_refused_before_any_job():
+    """A service that says the judge would first have to read pairs (crm-factored on a board
+    whose vectors are not stored): a 422 naming the command that reads them, and no job."""
+    class Unread(FakeService):
+        def unread_pairs(self, spec):
+            return 7 if spec.judge == "random" else 0
+
+    svc = Unread()
+    with serve_in_thread(create_app(svc, CFG)) as url:
+        r = httpx.post(url + "/api/leaderboard", json={"judge": "random", "baseline": "alpha-7b"}, timeout=30)
+        assert r.status_code == 422
+        assert "7 pairs" in r.text and "usl rank --judge random --benchmark tiny --baseline alpha-7b" in r.text
+        assert httpx.post(url + "/api/leaderboard", json={"judge": "length"}, timeout=30).status_code == 200
+    assert all(s.judge != "random" for s in svc.rank_calls)

@@ -6,12 +6,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 
 import httpx
 import pytest
-
-from server_real import (CODING_ORDER, DEFAULT_ORDER, WIN_RATES, make_tiny, serve_output, tiny_alpaca_layout,
-                         usl_serve)
+from server_real import (
+    CODING_ORDER,
+    DEFAULT_ORDER,
+    WIN_RATES,
+    make_tiny,
+    serve_output,
+    tiny_alpaca_layout,
+    usl_serve,
+)
 
 
 @pytest.fixture(scope="module")
@@ -144,11 +151,14 @@ def test_serve_refuses_an_unknown_benchmark(tmp_path):
     assert "benchmark 'nope' is not in the store" in r.output and "usl data import" in r.output
 
 
-def test_serve_offers_crm_factored_on_the_default_benchmark_and_reads_new_pairs_once(tmp_path):
+def test_serve_offers_crm_factored_and_serves_only_boards_whose_pairs_are_read(tmp_path):
     """Real `usl serve`, shipped `crm` weights: the default benchmark is served with `default`
-    and `crm-factored`; this tiny board's pairs are not in the shipped bank, so the first
-    crm-factored board reads them (2 transformer passes each) into the data directory's bank, and
-    a restart reuses it."""
+    and `crm-factored`. This tiny board's pairs are not in the shipped bank: the server refuses
+    to read them inside a request (422 naming the command), `usl rank --judge crm-factored` reads
+    them (2 transformer passes each) into the data directory's bank, and a restart serves them."""
+    import subprocess
+    import sys
+
     shared = tiny_alpaca_layout(tmp_path / "shared")
     home = tmp_path / "home"
     home.mkdir()
@@ -156,14 +166,21 @@ def test_serve_offers_crm_factored_on_the_default_benchmark_and_reads_new_pairs_
     spec = {"likes": ["Short answers"], "judge": "crm-factored", "per_criterion": False}
     with usl_serve(home, env=env, timeout_s=180) as url:
         assert httpx.get(url + "/api/config").json()["judges"] == ["default", "crm-factored"]
-        body = httpx.post(url + "/api/leaderboard", json=spec, timeout=180).json()
-        assert body["leaderboard"]["spec"]["judge"] == "crm-factored"
-        first = rates(body)
-    assert sorted(first) == ["m1", "m2"]
-    assert "reading 36 answer pairs with" in serve_output(home)        # 18 board queries x 2 models
-    banks = list((home / "cache" / "factored").glob("*.npz"))
-    assert len(banks) == 1
+        r = httpx.post(url + "/api/leaderboard", json=spec, timeout=60)
+        assert r.status_code == 422
+        assert "36 pairs" in r.json()["detail"] and "usl rank --judge crm-factored --benchmark alpaca_eval" \
+            in r.json()["detail"]
+        assert httpx.post(url + "/api/leaderboard", json={}, timeout=60).status_code == 200   # default judge
+    assert "answer pairs with" not in serve_output(home)                 # nothing read by the server
+
+    ranked = subprocess.run([sys.executable, "-c", "from usl.cli import main; main()", "--home", str(home), "rank",
+                             "--judge", "crm-factored", "--criteria", "Short answers", "--format", "json"],
+                            capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+    assert ranked.returncode == 0, ranked.stderr
+    assert "reading 36 answer pairs" in ranked.stderr                    # 18 board queries x 2 models
+    first = {r["model"]: r["win_rate"] for r in json.loads(ranked.stdout)["rows"]}
+
     with usl_serve(home, env=env, timeout_s=180) as url:
         again = rates(httpx.post(url + "/api/leaderboard", json=spec, timeout=60).json())
-    assert again == first
-    assert "answer pairs with" not in serve_output(home)  # every pair found in the stored bank
+    assert again == first and sorted(again) == ["m1", "m2"]
+    assert "answer pairs with" not in serve_output(home)                 # every pair found in the stored bank

@@ -31,6 +31,8 @@ import json
 import logging
 import os
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,9 +58,16 @@ def pair_key(query: str, answer: str, baseline: str) -> bytes:
 
 
 def weights_version(model_dir: Path) -> str:
-    """sha256 over the weight files alone (not crm.json, whose backbone path differs by machine):
-    what the stored vectors depend on."""
+    """sha256 over the weight files and ``crm.json`` less its ``backbone`` path (which differs by
+    machine; ``backbone_sha256`` stays in): everything the stored vectors depend on."""
     h = hashlib.sha256()
+    try:
+        meta = json.loads((model_dir / "crm.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{model_dir}/crm.json: cannot read ({e})") from None
+    meta.pop("backbone", None)
+    meta.pop("train_config", None)          # how it was trained, not how it reads
+    h.update(json.dumps(meta, sort_keys=True).encode())
     for f in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin")):
         h.update(f.name.encode())
         h.update(f.read_bytes())
@@ -84,44 +93,75 @@ class PairVectors:
 
 
 # -- the basis and the bank ---------------------------------------------------------------------
+HEADROOM = 1.25       # the int8 step leaves room for coordinates 25% beyond the fitted data's
+
+
 @dataclass
 class Basis:
+    """Where stored answer differences live: ``d ~ mean + z @ components``, and ``z`` is stored as
+    int8 codes of a fixed step ``scale`` per coordinate (so banks merge without rounding again)."""
+
     mean: np.ndarray        # [h]
     components: np.ndarray  # [k, h], orthonormal rows
+    scale: np.ndarray       # [k], the int8 step of each coordinate
 
     @classmethod
     def fit(cls, v: PairVectors, k: int = 64) -> Basis:
         x = np.concatenate([v.d_ab, v.d_ba]).astype(np.float64)
         mu = x.mean(0)
         _, _, vt = np.linalg.svd(x - mu, full_matrices=False)
-        return cls(mu.astype(np.float32), vt[:k].astype(np.float32))
+        comp = vt[:k].astype(np.float32)
+        z = (x - mu).astype(np.float32) @ comp.T
+        return cls(mu.astype(np.float32), comp, (np.abs(z).max(0) * HEADROOM / 127.0).astype(np.float32))
 
     def save(self, path: Path) -> None:
-        np.savez(path, mean=self.mean, components=self.components)
+        np.savez(path, mean=self.mean, components=self.components, scale=self.scale)
 
     @classmethod
     def load(cls, path: Path) -> Basis:
-        z = np.load(path)
-        return cls(z["mean"], z["components"])
+        try:
+            z = np.load(path)
+            b = cls(z["mean"].astype(np.float32), z["components"].astype(np.float32), z["scale"].astype(np.float32))
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile, zlib.error) as e:
+            raise ValueError(f"{path}: not a factored-CRM basis ({e})") from None
+        k, h = b.components.shape if b.components.ndim == 2 else (0, 0)
+        if not k or b.mean.shape != (h,) or b.scale.shape != (k,) or not (b.scale > 0).all():
+            raise ValueError(f"{path}: inconsistent basis (components {b.components.shape}, mean {b.mean.shape}, "
+                             f"scale {b.scale.shape})")
+        return b
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for a in (self.mean, self.components, self.scale):
+            h.update(np.ascontiguousarray(a, np.float32).tobytes())
+        return h.hexdigest()[:8]
 
     def encode(self, d: np.ndarray) -> np.ndarray:
-        return (np.asarray(d, np.float32) - self.mean) @ self.components.T
+        """int8 codes of ``d``'s coordinates (clipped at +-127 steps)."""
+        z = (np.asarray(d, np.float32) - self.mean) @ self.components.T
+        return np.clip(np.rint(z / self.scale), -127, 127).astype(np.int8)
 
-    def decode(self, z: np.ndarray) -> np.ndarray:
-        return z @ self.components + self.mean
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        return (codes.astype(np.float32) * self.scale) @ self.components + self.mean
+
+
+def bank_version(weights: str, basis: Basis) -> str:
+    """What a bank's codes mean: the CRM's weights and the basis they are coordinates in."""
+    return f"{weights}-{basis.digest}"
 
 
 class PairBank:
     """Stored answer-side vectors, looked up by :func:`pair_key` in either orientation.
 
-    ``z_ab``/``z_ba``: [n, k] coordinates of ``d`` on the basis (float32 in memory; int8 codes with
-    a scale per coordinate on disk, exactly what was read back, so a saved bank reloads equal);
-    ``qvec``/``qrow``: one query vector per query and each pair's row in it; ``dl``: [n].
+    ``c_ab``/``c_ba``: [n, k] int8 codes of ``d`` on the :class:`Basis` (``basis.decode``);
+    ``qvec``/``qrow``: one query vector per query and each pair's row in it; ``dl``: [n];
+    ``version``: :func:`bank_version` (the CRM's weights and the basis).
     """
 
-    def __init__(self, keys: np.ndarray, z_ab: np.ndarray, z_ba: np.ndarray, qvec: np.ndarray,
+    def __init__(self, keys: np.ndarray, c_ab: np.ndarray, c_ba: np.ndarray, qvec: np.ndarray,
                  qrow: np.ndarray, dl: np.ndarray, version: str):
-        self.keys, self.z_ab, self.z_ba = keys, z_ab, z_ba
+        self.keys, self.c_ab, self.c_ba = keys, c_ab, c_ba
         self.qvec, self.qrow, self.dl, self.version = qvec, qrow, dl, version
         self._index = {bytes(k): i for i, k in enumerate(keys)}
 
@@ -134,62 +174,66 @@ class PairBank:
         return len(self.keys)
 
     @classmethod
-    def empty(cls, k: int, h: int, version: str) -> "PairBank":
-        z = np.zeros((0, k), np.float32)
-        return cls(np.zeros((0, 16), np.uint8), z, z, np.zeros((0, h), np.float16), np.zeros(0, np.int32),
+    def empty(cls, basis: Basis, version: str) -> PairBank:
+        k, h = basis.components.shape
+        c = np.zeros((0, k), np.int8)
+        return cls(np.zeros((0, 16), np.uint8), c, c, np.zeros((0, h), np.float16), np.zeros(0, np.int32),
                    np.zeros(0, np.float32), version)
 
     @classmethod
     def build(cls, keys: Sequence[bytes], queries: Sequence[str], v: PairVectors, basis: Basis,
-              version: str) -> "PairBank":
+              version: str) -> PairBank:
         """``keys``: each pair's :func:`pair_key`; ``queries``: its query text (pairs of one query
-        share one query vector, the mean of theirs). Values are rounded as they will be stored."""
-        za, zb, scale = _quantized(basis.encode(v.d_ab), basis.encode(v.d_ba))
+        share one query vector, the mean of theirs). Values are rounded as they are stored."""
         first: dict[str, int] = {}
         qrow = np.array([first.setdefault(q, len(first)) for q in queries], np.int32)
         qvec = np.zeros((len(first), v.q.shape[1]), np.float64)
         np.add.at(qvec, qrow, v.q)
         qvec /= np.maximum(np.bincount(qrow, minlength=len(first)), 1)[:, None]
-        return cls(np.frombuffer(b"".join(keys), np.uint8).reshape(-1, 16), za.astype(np.float32) * scale,
-                   zb.astype(np.float32) * scale, qvec.astype(np.float16), qrow,
+        return cls(np.frombuffer(b"".join(keys), np.uint8).reshape(-1, 16), basis.encode(v.d_ab),
+                   basis.encode(v.d_ba), qvec.astype(np.float16), qrow,
                    v.dl.astype(np.float16).astype(np.float32), version)
 
-    def merged(self, other: "PairBank") -> "PairBank":
-        """Both banks' pairs; ``other`` wins on keys both hold."""
+    def merged(self, other: PairBank) -> PairBank:
+        """Both banks' pairs (of one version); on a key both hold, this bank's entry is kept."""
+        if other.version != self.version or other.c_ab.shape[1] != self.c_ab.shape[1]:
+            raise ValueError(f"cannot merge banks of versions {self.version} and {other.version}")
         if not len(self):
             return other
-        if not len(other):
-            return self
         new = np.array([bytes(k) not in self._index for k in other.keys], bool)
-        return PairBank(np.concatenate([self.keys, other.keys[new]]), np.concatenate([self.z_ab, other.z_ab[new]]),
-                        np.concatenate([self.z_ba, other.z_ba[new]]), np.concatenate([self.qvec, other.qvec]),
-                        np.concatenate([self.qrow, other.qrow[new] + len(self.qvec)]),
+        used, qrow = np.unique(other.qrow[new], return_inverse=True)      # only the query rows kept
+        return PairBank(np.concatenate([self.keys, other.keys[new]]), np.concatenate([self.c_ab, other.c_ab[new]]),
+                        np.concatenate([self.c_ba, other.c_ba[new]]), np.concatenate([self.qvec, other.qvec[used]]),
+                        np.concatenate([self.qrow, qrow.astype(np.int32) + len(self.qvec)]),
                         np.concatenate([self.dl, other.dl[new]]), self.version)
 
     def save(self, path: Path) -> None:
-        """Atomically (a killed save leaves the old file). A bank merged from banks of other scales
-        is rounded again here."""
-        za, zb, scale = _quantized(self.z_ab, self.z_ba)
+        """Atomically (a killed save leaves the old file)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
         os.close(fd)
         np.savez_compressed(tmp, format=np.array(BANK_FORMAT), version=np.array(self.version), keys=self.keys,
-                            z_ab=za, z_ba=zb, scale=scale, qvec=self.qvec, qrow=self.qrow,
+                            c_ab=self.c_ab, c_ba=self.c_ba, qvec=self.qvec, qrow=self.qrow,
                             dl=self.dl.astype(np.float16))
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: Path) -> "PairBank":
+    def load(cls, path: Path) -> PairBank:
         try:
             z = np.load(path)
             if str(z["format"]) != BANK_FORMAT:
                 raise ValueError(f"format {str(z['format'])!r}, expected {BANK_FORMAT}")
-            scale = z["scale"].astype(np.float32)
-            return cls(z["keys"], z["z_ab"].astype(np.float32) * scale, z["z_ba"].astype(np.float32) * scale,
-                       z["qvec"], z["qrow"], z["dl"].astype(np.float32), str(z["version"]))
-        except (OSError, KeyError, ValueError) as e:
+            b = cls(z["keys"], z["c_ab"], z["c_ba"], z["qvec"], z["qrow"], z["dl"].astype(np.float32),
+                    str(z["version"]))
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile, zlib.error) as e:
             raise ValueError(f"{path}: not a factored-CRM pair bank ({e})") from None
+        n = len(b.keys)
+        if (b.keys.shape != (n, 16) or b.c_ab.shape != b.c_ba.shape or len(b.c_ab) != n or b.c_ab.dtype != np.int8
+                or b.qrow.shape != (n,) or b.dl.shape != (n,) or (n and not 0 <= b.qrow.min() <= b.qrow.max() < len(b.qvec))):
+            raise ValueError(f"{path}: inconsistent pair bank (keys {b.keys.shape}, codes {b.c_ab.shape}, "
+                             f"query rows {b.qrow.shape}, lengths {b.dl.shape})")
+        return b
 
     def lookup(self, keys: Sequence[bytes], swapped_keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """Row of each pair (-1: not stored) and its sign: +1 stored in this orientation, -1 stored
@@ -207,14 +251,6 @@ class PairBank:
         return rows, sign
 
 
-def _quantized(za: np.ndarray, zb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """int8 codes of two coordinate arrays with one scale per coordinate (max |value| -> 127)."""
-    both = np.concatenate([za, zb])
-    scale = (np.maximum(np.abs(both).max(0), 1e-6) / 127.0 if len(both) else np.ones(za.shape[1])).astype(np.float32)
-    code = lambda z: np.clip(np.rint(z / scale), -127, 127).astype(np.int8)
-    return code(za), code(zb), scale
-
-
 class FactoredHead:
     """The span head on a bank's stored vectors, with everything that does not depend on the
     criteria computed once: per criteria set it costs one [n, k] x [k, hidden] product."""
@@ -224,7 +260,10 @@ class FactoredHead:
         w1 = lin1.weight.detach().float().cpu().numpy()
         h = basis.components.shape[1]
         if w1.shape[1] != 4 * h:
-            raise ValueError(f"span head input {w1.shape[1]} != 4 x {h}: a head without length features?")
+            raise ValueError(f"the span head reads {w1.shape[1]} features, not 4 x {h}: a basis of another "
+                             "backbone, or a head without length features")
+        if bank.c_ab.shape[1] != basis.components.shape[0]:
+            raise ValueError(f"bank codes of {bank.c_ab.shape[1]} dimensions, basis of {basis.components.shape[0]}")
         self.wa, wb, wc, self.wd = (w1[:, i * h:(i + 1) * h] for i in range(4))
         self.b1 = lin1.bias.detach().float().cpu().numpy()
         self.w2 = lin2.weight.detach().float().cpu().numpy()[0]
@@ -234,17 +273,17 @@ class FactoredHead:
 
         q = bank.q
         # criteria-independent part of the first layer, per stored pair and order
-        self._u_ab = torch.from_numpy(self._fixed(bank.z_ab, q, wb, wc))
-        self._u_ba = torch.from_numpy(self._fixed(bank.z_ba, q, wb, wc))
-        self._z_ab = torch.from_numpy(np.ascontiguousarray(bank.z_ab, np.float32))
-        self._z_ba = torch.from_numpy(np.ascontiguousarray(bank.z_ba, np.float32))
+        self._u_ab = torch.from_numpy(self._fixed(bank.c_ab, q, wb, wc))
+        self._u_ba = torch.from_numpy(self._fixed(bank.c_ba, q, wb, wc))
+        self._z_ab = torch.from_numpy(bank.c_ab.astype(np.float32) * basis.scale)
+        self._z_ba = torch.from_numpy(bank.c_ba.astype(np.float32) * basis.scale)
         self._dl = torch.from_numpy(bank.dl.astype(np.float32))
         self._w2 = torch.from_numpy(self.w2)
 
-    def _fixed(self, z, q, wb, wc) -> np.ndarray:
-        out = np.empty((len(z), len(self.b1)), np.float32)
-        for s in range(0, len(z), 8192):
-            d = self.basis.decode(z[s:s + 8192])
+    def _fixed(self, codes, q, wb, wc) -> np.ndarray:
+        out = np.empty((len(codes), len(self.b1)), np.float32)
+        for s in range(0, len(codes), 8192):
+            d = self.basis.decode(codes[s:s + 8192])
             out[s:s + 8192] = (q[s:s + 8192] * d) @ wb.T + d @ wc.T + self.b1
         return out
 
@@ -255,7 +294,7 @@ class FactoredHead:
         c = np.asarray(c, np.float32)
         wac = self.wa * c[None, :]                                   # [hidden, h]
         m = torch.from_numpy(self.basis.components @ wac.T)          # [k, hidden]
-        const = torch.from_numpy(wac @ self.basis.mean + 0)          # [hidden]
+        const = torch.from_numpy(wac @ self.basis.mean)              # [hidden]
         lw = torch.from_numpy(self.wd @ c)                           # [hidden]
         rows = np.asarray(rows, np.int64)
         whole = len(rows) == len(self._dl) and bool((rows == np.arange(len(rows))).all())
@@ -335,11 +374,20 @@ class FactoredCRM:
 
 
 def read_contexts(path: Path, k: int = CONTEXTS) -> list[tuple[str, str, str]]:
+    """The first ``k`` (query, answer, baseline) contexts of a contexts file."""
+    if k < 1:
+        raise ValueError(f"contexts={k}: the criteria must be read in at least one context")
     try:
         items = json.loads(path.read_text())["contexts"]
-        return [(x["query"], x["answer"], x["baseline"]) for x in items[:k]]
+        out = [(x["query"], x["answer"], x["baseline"]) for x in items[:k]]
     except (OSError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{path}: cannot read criteria contexts ({e})") from None
+    if len(out) < k:
+        raise ValueError(f"{path}: {len(out)} contexts, {k} asked for")
+    for i, ctx in enumerate(out):
+        if not all(isinstance(t, str) and t.strip() for t in ctx):
+            raise ValueError(f"{path}: contexts[{i}] needs non-empty query, answer and baseline strings")
+    return out
 
 
 def head_logits(head, c: np.ndarray, v: PairVectors) -> np.ndarray:

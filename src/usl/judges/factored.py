@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from usl.judges.registry import register
 from usl.types import Criteria
 
 log = logging.getLogger(__name__)
+SAVE_EVERY = 512      # pairs read between two saves of the data directory's bank (~1 min on 2 cores)
 
 
 @dataclass
@@ -47,8 +50,12 @@ class FactoredJudge:
     _crm: Any = field(default=None, repr=False)
     _head: Any = field(default=None, repr=False)
     _bank: Any = field(default=None, repr=False)
+    _basis: Any = field(default=None, repr=False)
     _contexts: Any = field(default=None, repr=False)
+    _version: str = field(default="", repr=False)
+    _weights: str = field(default="", repr=False)
     _criteria: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _found: dict = field(default_factory=dict, repr=False)     # (query, answer, baseline) -> (row, sign)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     # -- identity ------------------------------------------------------------------------------
@@ -66,18 +73,32 @@ class FactoredJudge:
 
     @property
     def version(self) -> str:
-        from usl.crm.factored import weights_version
+        """Changes with anything a decision depends on: the CRM's weights and reading settings, the
+        basis, the contexts and how many are read, the neutral criteria, the shipped banks."""
+        if not self._version:
+            from usl.crm.factored import CONTEXTS
 
-        h = hashlib.sha256(weights_version(self.dir).encode())
-        for f in ("basis.npz", "contexts.json"):
-            h.update((self.factored_dir / f).read_bytes())
-        if self.contexts:
-            h.update(f"contexts={self.contexts}".encode())
-        return h.hexdigest()[:12]
+            h = hashlib.sha256(self.bank_version.encode())
+            h.update((self.factored_dir / "contexts.json").read_bytes())
+            h.update(f"contexts={self.contexts or CONTEXTS};neutral={NEUTRAL}".encode())
+            for f in self._shipped_banks():
+                h.update(f.name.encode())
+                h.update(f.read_bytes())
+            self._version = h.hexdigest()[:12]
+        return self._version
 
     @property
     def identity(self) -> str:
         return f"{self.name}@{self.version}"
+
+    @property
+    def bank_version(self) -> str:
+        """What stored codes mean here (the CRM's weights and the basis): banks of another are ignored."""
+        from usl.crm.factored import bank_version, weights_version
+
+        if not self._weights:
+            self._weights = weights_version(self.dir)
+        return bank_version(self._weights, self.basis)
 
     # -- parts, loaded on first use ------------------------------------------------------------
     @property
@@ -92,27 +113,48 @@ class FactoredJudge:
 
     @property
     def basis(self):
-        from usl.crm.factored import Basis
+        if self._basis is None:
+            from usl.crm.factored import Basis
 
-        return Basis.load(self.factored_dir / "basis.npz")
+            self._basis = Basis.load(self.factored_dir / "basis.npz")
+        return self._basis
 
-    def _home_bank_path(self) -> Path:
-        return paths.cache_dir(self.home, "factored") / f"{self.crm.version}.npz"
+    def _shipped_banks(self) -> list[Path]:
+        return sorted(self.factored_dir.glob("bank-*.npz"))
+
+    def home_bank_path(self) -> Path:
+        """This data directory's bank: the pairs read here."""
+        return paths.cache_dir(self.home, "factored") / f"{self.bank_version}.npz"
+
+    def _load_home_bank(self):
+        """The data directory's bank, or None; a broken one (a cache) is moved aside with a warning."""
+        from usl.crm.factored import PairBank
+
+        path = self.home_bank_path()
+        if not path.is_file():
+            return None
+        try:
+            return PairBank.load(path)
+        except ValueError as e:
+            aside = path.with_name(f"{path.name}.broken-{int(time.time())}")
+            os.replace(path, aside)
+            log.warning("%s; moved aside to %s, its pairs will be read again", e, aside.name)
+            return None
 
     def bank(self):
         """Shipped banks of this CRM plus this data directory's own."""
         if self._bank is None:
             from usl.crm.factored import PairBank
 
-            basis = self.basis
-            bank = PairBank.empty(*basis.components.shape, self.crm.version)
-            for f in sorted(self.factored_dir.glob("bank-*.npz")) + [self._home_bank_path()]:
-                if not f.is_file():
-                    continue
-                b = PairBank.load(f)
-                if b.version != self.crm.version:
-                    log.warning("%s holds vectors of other CRM weights (%s, not %s): ignored", f, b.version,
-                                self.crm.version)
+            self._found.clear()
+            bank = PairBank.empty(self.basis, self.bank_version)
+            found = [(f, PairBank.load(f)) for f in self._shipped_banks()]
+            own = self._load_home_bank()
+            found += [(self.home_bank_path(), own)] if own is not None else []
+            for f, b in found:
+                if b.version != self.bank_version:
+                    log.warning("%s holds vectors of another CRM or basis (%s, not %s): ignored", f, b.version,
+                                self.bank_version)
                     continue
                 bank = bank.merged(b)
             self._bank = bank
@@ -143,22 +185,56 @@ class FactoredJudge:
 
     # -- filling the bank ----------------------------------------------------------------------
     def _add(self, pairs: list[tuple[str, str, str]], keys: list[bytes]) -> None:
+        """Read ``pairs`` and store them in this data directory's bank, :data:`SAVE_EVERY` pairs at
+        a time (under a file lock: another process may be adding too): a killed run keeps what it
+        read, and the next one reads only the rest."""
+        import fcntl
+
         from usl.crm.factored import PairBank
 
-        log.info("reading %d answer pairs with %s (2 transformer passes each; stored for next time)",
-                 len(pairs), self.path)
-        done = [0]
+        path = self.home_bank_path()
+        log.info("reading %d answer pairs with %s (2 transformer passes each; stored in %s)", len(pairs),
+                 self.path, path)
+        for start in range(0, len(pairs), SAVE_EVERY):
+            chunk = pairs[start:start + SAVE_EVERY]
+            new = PairBank.build(keys[start:start + SAVE_EVERY], [q for q, _, _ in chunk],
+                                 self.crm.pair_vectors(chunk), self.basis, self.bank_version)
+            with open(path.with_name(path.name + ".lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                own = self._load_home_bank()
+                (own.merged(new) if own is not None and own.version == new.version else new).save(path)
+            self._bank = self.bank().merged(new)          # codes on a fixed step: what was saved, exactly
+            log.info("read %d / %d answer pairs", start + len(chunk), len(pairs))
 
-        def progress(n: int) -> None:
-            done[0] += n
-            log.info("read %d / %d answer pairs", done[0], len(pairs))
+    def _lookup(self, trip: list[tuple[str, str, str]]) -> tuple[np.ndarray, np.ndarray]:
+        """Bank rows and signs (-1: not stored). Found pairs are remembered by their texts (Python
+        caches a string's hash, so a board asked again costs dict lookups, not 40k digests)."""
+        from usl.crm.factored import pair_key
 
-        new = PairBank.build(keys, [q for q, _, _ in pairs], self.crm.pair_vectors(pairs, progress), self.basis,
-                             self.crm.version)
-        path = self._home_bank_path()
-        own = PairBank.load(path) if path.is_file() else None
-        (own.merged(new) if own is not None and own.version == new.version else new).save(path)
-        self._bank = None          # read back what was saved: the next start judges with the same values
+        bank = self.bank()                  # first: a bank built afresh forgets what was found
+        rows = np.full(len(trip), -1, np.int64)
+        sign = np.ones(len(trip), np.float32)
+        todo = []
+        for i, t in enumerate(trip):
+            hit = self._found.get(t)
+            if hit is None:
+                todo.append(i)
+            else:
+                rows[i], sign[i] = hit
+        if todo:
+            r, sg = bank.lookup([pair_key(*trip[i]) for i in todo],
+                                       [pair_key(trip[i][0], trip[i][2], trip[i][1]) for i in todo])
+            rows[todo], sign[todo] = r, sg
+            if len(self._found) < 1_000_000:
+                self._found.update((trip[i], (int(x), float(y))) for i, x, y in zip(todo, r, sg) if x >= 0)
+        return rows, sign
+
+    def missing_pairs(self, queries: Sequence[str], model_answers: Sequence[str],
+                      baseline_answers: Sequence[str]) -> int:
+        """How many of these pairs have no stored vectors (each would cost 2 transformer passes)."""
+        with self._lock:
+            rows, _ = self._lookup(list(zip(queries, model_answers, baseline_answers)))
+        return int((rows < 0).sum())
 
     def warm(self) -> None:
         """Load the model, the banks and the head ahead of the first request."""
@@ -172,18 +248,24 @@ class FactoredJudge:
     # -- the Judge protocol ----------------------------------------------------------------------
     def _rows(self, queries: Sequence[str], model_answers: Sequence[str],
               baseline_answers: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Bank row and sign of every pair, reading (and storing) the pairs the bank lacks."""
+        """Bank row and sign of every pair, reading (and storing) the pairs the bank lacks; a pair
+        asked in both orientations is read once."""
         from usl.crm.factored import pair_key
 
         trip = list(zip(queries, model_answers, baseline_answers))
-        keys = [pair_key(q, a, b) for q, a, b in trip]
-        swapped = [pair_key(q, b, a) for q, a, b in trip]
-        rows, sign = self.bank().lookup(keys, swapped)
+        rows, sign = self._lookup(trip)
         missing = np.flatnonzero(rows < 0)
         if len(missing):
-            first = {keys[i]: i for i in missing}          # a pair asked twice is read once
+            first: dict[bytes, int] = {}
+            for i in missing:
+                q, a, b = trip[i]
+                k, ks = pair_key(q, a, b), pair_key(q, b, a)
+                if k not in first and ks not in first:
+                    first[k] = i
             self._add([trip[i] for i in first.values()], list(first))
-            rows, sign = self.bank().lookup(keys, swapped)
+            rows, sign = self._lookup(trip)
+            if (rows < 0).any():
+                raise RuntimeError(f"{int((rows < 0).sum())} answer pairs still have no vectors after reading them")
         return rows, sign
 
     def judge_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],

@@ -108,6 +108,7 @@ class LeaderboardService:
         self._lock = threading.RLock()
         self._no_topics: set[str] = set()   # benchmarks whose topics could not be built
         self._prepared_keys: set[tuple] = set()
+        self._no_unread: set[tuple] = set()
         self._prepare_lock = threading.Lock()
         self._refine_locks = [threading.Lock() for _ in range(64)]   # striped by board: bounded
 
@@ -141,6 +142,27 @@ class LeaderboardService:
                 # home: judges keep their caches (embeddings, answer vectors) in the data directory
                 self._judges[spec] = load_judge(spec, home=None if self.home is None else str(self.home))
             return self._judges[spec]
+
+    def unread_pairs(self, spec: LeaderboardSpec) -> int:
+        """Pairs of ``spec``'s benchmark (every query, against its baseline) that its judge would
+        have to read before ranking: a judge of stored per-pair vectors (``crm-factored``) reads
+        each with 2 transformer passes; 0 for every other judge. Remembered once all are stored."""
+        data = self.answers(spec.benchmark)
+        judge = self.judge(spec.judge)
+        if not hasattr(judge, "missing_pairs"):
+            return 0
+        baseline = self._baseline(spec, data)
+        key = ("unread", judge.identity, data.name, data.benchmark.version, baseline)
+        with self._lock:
+            if key in self._no_unread:
+                return 0
+        models = tuple(m for m in data.benchmark.models if m != baseline)
+        grid = data.grid(baseline, models, tuple(q.id for q in data.benchmark.queries))
+        n = judge.missing_pairs(*data.pair_texts(grid, baseline))
+        if n == 0:
+            with self._lock:
+                self._no_unread.add(key)
+        return n
 
     def _prepared(self, spec: str, data: Answers, progress: Progress | None) -> Judge:
         """The judge, after ``judge.prepare(queries, answers)`` on the whole benchmark when it has one.

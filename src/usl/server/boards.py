@@ -64,9 +64,28 @@ class Boards:
         topic_ids = topic_ids_of(s.topics, await self.topics(benchmark))
         likes, avoid = clean(s.likes), clean(s.avoid)
         criteria = Criteria(likes, avoid) if likes or avoid else LeaderboardSpec().criteria
-        return LeaderboardSpec(criteria=criteria, benchmark=benchmark, topics=topic_ids,
+        spec = LeaderboardSpec(criteria=criteria, benchmark=benchmark, topics=topic_ids,
                                use_case=" ".join(s.use_case.split()), judge=judge,
                                baseline=s.baseline or None, per_criterion=s.per_criterion)
+        await self._require_read(spec)
+        return spec
+
+    async def _require_read(self, spec: LeaderboardSpec) -> None:
+        """A judge of stored answer vectors (crm-factored) serves only boards whose pairs it has
+        read: reading a new benchmark or baseline takes an hour of CPU, not a web request's work."""
+        unread = getattr(self.service, "unread_pairs", None)
+        if unread is None:
+            return
+        try:
+            n = await asyncio.to_thread(unread, spec)
+        except USER_ERRORS as e:
+            raise HTTPException(422, message(e)) from e
+        if n:
+            base = f" --baseline {spec.baseline}" if spec.baseline else ""
+            raise HTTPException(422, f"judge {spec.judge!r} has no stored answer vectors for {n} pairs of this "
+                                     f"board (benchmark {spec.benchmark!r}{', baseline ' + repr(spec.baseline) if spec.baseline else ''}); "
+                                     f"reading them takes 2 transformer passes each: run `usl rank --judge {spec.judge} "
+                                     f"--benchmark {spec.benchmark}{base}` once, then restart the server")
 
     def default_spec(self, spec: LeaderboardSpec | None = None) -> LeaderboardSpec:
         """The general-criteria, all-topics board that ``spec`` is compared with."""
@@ -137,16 +156,19 @@ class Boards:
             log.warning("warm-up failed: %s", e)
         loop = asyncio.get_running_loop()
         loop.run_in_executor(None, _warm_contradictions, self.service)
-        loop.run_in_executor(None, _warm_judges, self.service, self.config.judges[1:])
+        loop.run_in_executor(None, _warm_judges, self.service, self.config.judges[1:], self.config.benchmark)
 
 
-def _warm_judges(service: Any, specs: tuple[str, ...]) -> None:
-    """Load the other judges a request may name (a transformer takes seconds to load), judging nothing."""
+def _warm_judges(service: Any, specs: tuple[str, ...], benchmark: str) -> None:
+    """Load the other judges a request may name (a transformer takes seconds to load) and find the
+    default benchmark's pairs in their stored vectors, judging nothing."""
     for spec in specs:
         try:
             judge = service.judge(spec)
             if hasattr(judge, "warm"):
                 judge.warm()
+            if hasattr(service, "unread_pairs"):
+                service.unread_pairs(LeaderboardSpec(benchmark=benchmark, judge=spec))
         except Exception as e:  # noqa: BLE001
             log.warning("loading judge %s failed: %s", spec, e)
 
