@@ -363,3 +363,16 @@ def test_a_judge_without_the_boards_vectors_is_refused_before_any_job():
         assert "7 pairs" in r.text and "usl rank --judge random --benchmark tiny --baseline alpha-7b" in r.text
         assert httpx.post(url + "/api/leaderboard", json={"judge": "length"}, timeout=30).status_code == 200
     assert all(s.judge != "random" for s in svc.rank_calls)
+
+
+def test_start_up_does_not_read_a_default_board_whose_pairs_are_not_stored(caplog):
+    class Unread(FakeService):
+        def unread_pairs(self, spec):
+            return 3
+
+    svc = Unread()
+    with caplog.at_level("WARNING"):
+        with serve_in_thread(create_app(svc, CFG)) as url:
+            assert httpx.get(url + "/api/health", timeout=30).status_code == 200
+            assert httpx.post(url + "/api/leaderboard", json={}, timeout=30).status_code == 422
+    assert svc.rank_calls == [] and "no stored answer vectors for 3 pairs" in caplog.text

@@ -151,7 +151,15 @@ class Boards:
         """Start the default board and load what the contradiction check needs, before anyone waits."""
         try:
             if self.config.benchmark in await self.benchmarks():
-                self.jobs.submit(self.default_spec(), keep=True)
+                spec = self.default_spec()
+                unread = getattr(self.service, "unread_pairs", None)
+                n = await asyncio.to_thread(unread, spec) if unread else 0
+                if n:      # the same refusal a request would get, and no hour of reading at start-up
+                    log.warning("judge %s has no stored answer vectors for %d pairs of the default board: run "
+                                "`usl rank --judge %s --benchmark %s` once, then restart", spec.judge, n,
+                                spec.judge, spec.benchmark)
+                else:
+                    self.jobs.submit(spec, keep=True)
         except Exception as e:  # noqa: BLE001 - a failed warm-up must not stop the server
             log.warning("warm-up failed: %s", e)
         loop = asyncio.get_running_loop()
