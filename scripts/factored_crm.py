@@ -103,7 +103,14 @@ def vectors(args) -> None:
 def bank(args) -> None:
     from crm_fidelity import _load
 
-    from usl.crm.factored import Basis, PairBank, PairVectors, bank_version, pair_key, weights_version
+    from usl.crm.factored import (
+        Basis,
+        PairBank,
+        PairVectors,
+        bank_version,
+        pair_key,
+        weights_version,
+    )
     from usl.crm.inference import model_dir_of
 
     data = _load(args.answers)

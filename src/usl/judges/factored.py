@@ -1,15 +1,17 @@
-"""``crm-factored[:PATH]``: the transformer CRM, instantly, from answer vectors read once.
+"""``crm-factored[:PATH]``: an approximation of the transformer CRM's decisions in a second, from
+answer vectors read once.
 
 The pairwise span-head CRM (``crm``, or the one at ``PATH``) split in two (``usl.crm.factored``):
 each (answer, baseline) pair is read once under neutral criteria and its vectors stored; a criteria
-set costs :data:`~usl.crm.factored.CONTEXTS` short passes and one matrix product over every
-stored pair. Vectors come from the banks shipped beside the CRM (``factored/*.npz``: the default
-AlpacaEval board) and from this data directory's own bank, which grows as pairs without vectors
-are read (2 transformer passes each, as slow as ``crm`` itself: about an hour on 2 cores for a new
-43 x 483 board, a minute on a GPU; ``usl rank --judge crm-factored`` or ``usl eval`` fill it).
+set costs :data:`~usl.crm.factored.CONTEXTS` 512-token passes and one matrix product over every
+stored pair. Vectors come from the banks shipped beside the CRM (``factored/bank-*.npz``: the
+default AlpacaEval board) and from this data directory's own bank, which grows as pairs without
+vectors are read (2 transformer passes each, as many as ``crm`` itself: about an hour on 2 cores
+for a new 43 x 483 board, a minute on a GPU; ``usl rank --judge crm-factored`` or ``usl eval``
+fill it; the server does not, see ``LeaderboardService.unread_pairs``).
 
 Its decisions approximate ``crm``'s: measured against ``crm``'s own boards, not assumed
-(``scripts/factored_crm.py``).
+(``scripts/factored_crm.py``, docs/crm_transformer_runs.md, eighth round).
 """
 
 from __future__ import annotations
