@@ -166,8 +166,12 @@ def test_judge_choice_is_part_of_the_shared_url(browser):
         wait_for_view(pg, "custom")
         assert "judge=length" in pg.url and "benchmark=tiny" in pg.url       # filled in from the board
         assert pg.is_visible("#judge-select") and not pg.is_visible("#benchmark-select")
+        seq = pg.get_attribute("#leaderboard", "data-render-seq")
         pg.select_option("#judge-select", "random")
         pg.wait_for_url(re.compile(r"judge=random"))
+        # the table already shows a custom board: wait for the next render, not for the view
+        pg.wait_for_function("s => document.querySelector('#leaderboard').dataset.renderSeq !== s", arg=seq,
+                             timeout=15000)
         wait_for_view(pg, "custom")
         assert pg.input_value("#likes") == "Brevity"
         assert [s.judge for s in svc.rank_calls if s.criteria.likes == ("Brevity",)] == ["length", "random"]
