@@ -43,17 +43,20 @@ def _crm(path: str | None, batch_size: int | None):
 
     try:
         judge = load_judge(f"crm:{path}" if path else "crm", batch_size=batch_size)
-        return FactoredCRM(judge.scorer, batch_size=batch_size)
+        return FactoredCRM(judge.scorer)
     except (OSError, ValueError) as e:
         raise SystemExit(f"--crm {path or '(shipped)'}: {e}") from None
 
 
 def _pairs(data: dict) -> tuple[list[tuple[int, int]], list[tuple[str, str, str]]]:
-    base = data["answers"][data["baseline"]]
-    cells = [(mi, qi) for mi, m in enumerate(data["models"]) for qi in range(len(data["queries"]))
-             if data["answers"][m][qi] is not None and base[qi] is not None]
-    return cells, [(data["queries"][qi]["text"], data["answers"][data["models"][mi]][qi], base[qi])
-                   for mi, qi in cells]
+    """(model, query) positions and (query, answer, baseline) texts of an export's answered
+    pairs, as the leaderboard engine lists them (``Answers.pair_texts``)."""
+    from crm_fidelity import _board
+
+    answers = _board(data)
+    grid = answers.grid(data["baseline"], tuple(data["models"]), tuple(q.id for q in answers.benchmark.queries))
+    rows, cols = np.nonzero(grid.answered)
+    return list(zip(rows.tolist(), cols.tolist())), list(zip(*answers.pair_texts(grid, data["baseline"])))
 
 
 def contexts(args) -> None:

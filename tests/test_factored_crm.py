@@ -74,7 +74,7 @@ def test_the_head_on_stored_codes_is_the_span_head(crm, judge):
     bank = PairBank.build([pair_key(*p) for p in pairs], [Q] * 3, v, basis, "x")
     c = judge.crm.criteria_vector(("Prefer concise answers",), [(Q, SHORT, LONG)])
     fast = FactoredHead(crm.scorer.model.head, basis, bank).logits(c, np.arange(3))
-    exact = head_logits(crm.scorer.model.head, c, v)
+    exact = head_logits(crm.scorer.model, c, v)
     assert np.abs(fast - exact).max() < 0.05 * max(1.0, np.abs(exact).max())
     assert np.sign(fast).tolist() == np.sign(exact).tolist()
     sub = FactoredHead(crm.scorer.model.head, basis, bank).logits(c, np.array([2, 0]))   # any rows, any order
@@ -239,3 +239,15 @@ def test_the_identity_follows_the_contexts_read(tmp_path):
     two = load_judge("crm-factored", home=str(tmp_path))
     one = load_judge("crm-factored", home=str(tmp_path), contexts=1)
     assert one.identity != two.identity and one.bank_version == two.bank_version
+
+
+def test_a_head_extended_with_new_pairs_equals_one_built_afresh(crm, judge):
+    judge.warm()                                               # the head exists before the pairs are read
+    p = judge.judge_matrix(CONCISE, [Q, Q], [SHORT, MID], [LONG, LONG])
+    head, bank = judge.head(), judge.bank()
+    assert head.bank is bank and len(bank) == len(PairBank.load(judge.factored_dir / "bank-board.npz")) + 2
+    fresh = FactoredHead(crm.scorer.model.head, judge.basis, bank)
+    c = judge.criteria_vector(tuple(CONCISE.as_list()))
+    rows = np.arange(len(bank))
+    assert np.allclose(head.logits(c, rows), fresh.logits(c, rows), rtol=1e-5, atol=1e-5)   # BLAS blocks differ
+    assert p.tolist() == pytest.approx((1 / (1 + np.exp(-fresh.logits(c, rows[-2:])))).tolist(), abs=1e-6)

@@ -58,20 +58,14 @@ def pair_key(query: str, answer: str, baseline: str) -> bytes:
 
 
 def weights_version(model_dir: Path) -> str:
-    """sha256 over the weight files and ``crm.json`` less its ``backbone`` path (which differs by
-    machine; ``backbone_sha256`` stays in): everything the stored vectors depend on."""
-    h = hashlib.sha256()
+    """What stored vectors depend on: the CRM's weights and reading settings, not the machine's
+    backbone path (``usl.crm.inference.weights_version``, portable)."""
+    from usl.crm.inference import weights_version as version
+
     try:
-        meta = json.loads((model_dir / "crm.json").read_text())
+        return version(model_dir, portable=True)
     except (OSError, ValueError) as e:
         raise ValueError(f"{model_dir}/crm.json: cannot read ({e})") from None
-    meta.pop("backbone", None)
-    meta.pop("train_config", None)          # how it was trained, not how it reads
-    h.update(json.dumps(meta, sort_keys=True).encode())
-    for f in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin")):
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
 
 
 @dataclass
@@ -264,28 +258,45 @@ class FactoredHead:
                              "backbone, or a head without length features")
         if bank.c_ab.shape[1] != basis.components.shape[0]:
             raise ValueError(f"bank codes of {bank.c_ab.shape[1]} dimensions, basis of {basis.components.shape[0]}")
-        self.wa, wb, wc, self.wd = (w1[:, i * h:(i + 1) * h] for i in range(4))
+        self.wa, self._wb, self._wc, self.wd = (w1[:, i * h:(i + 1) * h] for i in range(4))
         self.b1 = lin1.bias.detach().float().cpu().numpy()
         self.w2 = lin2.weight.detach().float().cpu().numpy()[0]
         self.b2 = float(lin2.bias.detach().float().cpu().numpy()[0])
         self.basis, self.bank = basis, bank
         import torch
 
-        q = bank.q
-        # criteria-independent part of the first layer, per stored pair and order
-        self._u_ab = torch.from_numpy(self._fixed(bank.c_ab, q, wb, wc))
-        self._u_ba = torch.from_numpy(self._fixed(bank.c_ba, q, wb, wc))
-        self._z_ab = torch.from_numpy(bank.c_ab.astype(np.float32) * basis.scale)
-        self._z_ba = torch.from_numpy(bank.c_ba.astype(np.float32) * basis.scale)
-        self._dl = torch.from_numpy(bank.dl.astype(np.float32))
         self._w2 = torch.from_numpy(self.w2)
+        self._u_ab, self._u_ba, self._z_ab, self._z_ba, self._dl = self._tensors(bank, 0)
 
-    def _fixed(self, codes, q, wb, wc) -> np.ndarray:
-        out = np.empty((len(codes), len(self.b1)), np.float32)
-        for s in range(0, len(codes), 8192):
-            d = self.basis.decode(codes[s:s + 8192])
-            out[s:s + 8192] = (q[s:s + 8192] * d) @ wb.T + d @ wc.T + self.b1
-        return out
+    def _tensors(self, bank: PairBank, start: int) -> tuple:
+        """Per stored pair from row ``start`` on: the criteria-independent part of the first layer
+        (each order), the coordinates (each order) and ``dl``."""
+        import torch
+
+        q = bank.qvec[bank.qrow[start:]].astype(np.float32)
+        out = []
+        for codes in (bank.c_ab[start:], bank.c_ba[start:]):
+            u = np.empty((len(codes), len(self.b1)), np.float32)
+            for s in range(0, len(codes), 8192):
+                d = self.basis.decode(codes[s:s + 8192])
+                u[s:s + 8192] = (q[s:s + 8192] * d) @ self._wb.T + d @ self._wc.T + self.b1
+            out.append(torch.from_numpy(u))
+        out += [torch.from_numpy(c.astype(np.float32) * self.basis.scale) for c in (bank.c_ab[start:], bank.c_ba[start:])]
+        return (*out, torch.from_numpy(bank.dl[start:].astype(np.float32)))
+
+    def extended(self, bank: PairBank) -> FactoredHead:
+        """This head for ``bank``, whose first rows are this head's bank's (``PairBank.merged``
+        appends): only the new rows are computed."""
+        import copy
+
+        import torch
+
+        new = copy.copy(self)
+        new.bank = bank
+        fresh = self._tensors(bank, len(self.bank))
+        old = (self._u_ab, self._u_ba, self._z_ab, self._z_ba, self._dl)
+        new._u_ab, new._u_ba, new._z_ab, new._z_ba, new._dl = (torch.cat([o, f]) for o, f in zip(old, fresh))
+        return new
 
     def logits(self, c: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Order-averaged logit that the stored pair's answer beats its baseline."""
@@ -316,13 +327,12 @@ class FactoredHead:
 class FactoredCRM:
     """``scorer``: a loaded span-head ``CRMScorer`` (pairwise, order-averaged)."""
 
-    def __init__(self, scorer, batch_size: int | None = None):
+    def __init__(self, scorer):
         if scorer.meta.get("head") != "span" or scorer.loss != "pairwise" or \
                 not scorer.model.head_config.get("length_features"):
             raise ValueError(f"{scorer.dir}: the factored CRM needs a pairwise span-head CRM with length "
                              f"features (this one: head={scorer.meta.get('head')!r}, loss={scorer.loss!r})")
         self.scorer = scorer
-        self.batch_size = batch_size or scorer.batch_size
         self.dir = Path(scorer.dir)
         self.version = weights_version(self.dir)
 
@@ -330,30 +340,19 @@ class FactoredCRM:
         """(criteria, query, a, b) items -> pooled slots [N, 4, h] and log token counts [N, 4]."""
         import torch
 
-        from usl.crm.dataset import _pad
-        from usl.crm.span_head import pool_spans
-
         s = self.scorer
-        rows = [s._encode("pairwise", s.fmt.pairwise(*it)) for it in items]
-        order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))
-        pooled = torch.empty(len(rows), 4, s.model.backbone.config.hidden_size)
-        loglen = torch.empty(len(rows), 4)
-        with torch.inference_mode():
-            for k in range(0, len(order), self.batch_size):
-                idx = order[k:k + self.batch_size]
-                ids, mask = _pad([list(rows[i][0]) for i in idx], s.tok.pad_token_id)
-                spans = torch.tensor([rows[i][1] for i in idx], dtype=torch.long)
-                h = s.model.backbone(input_ids=ids.to(s.device), attention_mask=mask.to(s.device)).last_hidden_state
-                pooled[idx] = pool_spans(h.float(), spans.to(s.device)).cpu()
-                loglen[idx] = torch.log1p(spans[..., 2].float())
-        return pooled, loglen
+        h = s.model.backbone.config.hidden_size
+        if not items:
+            return torch.empty(0, 4, h), torch.empty(0, 4)
+        out = s._forward([s._encode("pairwise", s.fmt.pairwise(*it)) for it in items], run=s.model.slots)
+        return torch.stack([p for p, _ in out]), torch.stack([n for _, n in out])
 
     def pair_vectors(self, pairs: Sequence[tuple[str, str, str]],
                      progress: Callable[[int], None] | None = None) -> PairVectors:
         """(query, answer, baseline) triples -> their answer-side vectors (2 passes each)."""
         h = self.scorer.model.backbone.config.hidden_size
         parts: list[tuple] = []
-        step = max(1, 32 * self.batch_size)
+        step = max(1, 32 * self.scorer.batch_size)      # progress and memory: a few hundred pairs a step
         for k in range(0, len(pairs), step):
             chunk = pairs[k:k + step]
             n = len(chunk)
@@ -390,17 +389,13 @@ def read_contexts(path: Path, k: int = CONTEXTS) -> list[tuple[str, str, str]]:
     return out
 
 
-def head_logits(head, c: np.ndarray, v: PairVectors) -> np.ndarray:
-    """``crm``'s span head on full (uncompressed) vectors: ``(s(d_ab, dl) - s(d_ba, -dl)) / 2``."""
+def head_logits(model, c: np.ndarray, v: PairVectors) -> np.ndarray:
+    """``model``'s span head (``SpanHeadModel.score``) on full, uncompressed vectors, both orders
+    averaged as ``crm`` averages them: ``(s(d_ab, dl) - s(d_ba, -dl)) / 2``. The reference that
+    :class:`FactoredHead` computes in parts."""
     import torch
 
     with torch.inference_mode():
-        ct = torch.as_tensor(c, dtype=torch.float32)[None]
-        q = torch.as_tensor(v.q, dtype=torch.float32)
-        dl = torch.as_tensor(v.dl, dtype=torch.float32)[:, None]
-
-        def s(d, sign):
-            d = torch.as_tensor(d, dtype=torch.float32)
-            return head(torch.cat([ct * d, q * d, d, ct * sign * dl], -1))[:, 0]
-
-        return ((s(v.d_ab, 1.0) - s(v.d_ba, -1.0)) / 2).numpy()
+        t = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.float32)
+        c, q, dl = t(c)[None], t(v.q), t(v.dl)
+        return ((model.score(c, q, t(v.d_ab), dl) - model.score(c, q, t(v.d_ba), -dl))[:, 0] / 2).numpy()

@@ -31,11 +31,20 @@ def model_dir_of(path: str | Path) -> Path:
     raise FileNotFoundError(f"{p}: no crm.json here or in final/ (not a trained CRM)")
 
 
-def weights_version(model_dir: Path) -> str:
-    """sha256 over crm.json and the weight files: changes whenever decisions could change."""
+def weights_version(model_dir: Path, *, portable: bool = False) -> str:
+    """sha256 over crm.json and the weight files: changes whenever decisions could change.
+    ``portable``: crm.json less its ``backbone`` path (which differs by machine; ``backbone_sha256``
+    stays in) and its training record, so copies of one model on two machines agree."""
     h = hashlib.sha256()
-    files = [model_dir / "crm.json"] + sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin"))
-    for f in files:
+    meta = (model_dir / "crm.json").read_bytes()
+    if portable:
+        d = json.loads(meta)
+        d.pop("backbone", None)
+        d.pop("train_config", None)
+        meta = json.dumps(d, sort_keys=True).encode()
+    h.update(b"crm.json")
+    h.update(meta)
+    for f in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin")):
         h.update(f.name.encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
@@ -100,9 +109,11 @@ class CRMScorer:
         return (enc.input_ids, self.fmt.span_rows(enc, kind)) if self.meta.get("head") == "span" \
             else (enc.input_ids, None)
 
-    def _forward(self, rows: list[tuple]):
+    def _forward(self, rows: list[tuple], run=None):
         """Logits for (token ids, spans or None) rows, batched, longest first (less padding);
-        a row that repeats an earlier one is not run again."""
+        a row that repeats an earlier one is not run again. ``run(input_ids, attention_mask,
+        [spans])`` replaces the model's forward: a tensor or a tuple of tensors, batch first (each
+        row then gets its slice of each)."""
         import torch
 
         from usl.crm.dataset import _pad
@@ -119,10 +130,11 @@ class CRMScorer:
                 ids, mask = _pad([list(rows[i][0]) for i in idx], self.tok.pad_token_id)
                 extra = {} if rows[idx[0]][1] is None else \
                     {"spans": torch.tensor([rows[i][1] for i in idx], dtype=torch.long, device=self.device)}
-                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                    **extra).logits
+                got = (run or (lambda **kw: self.model(**kw).logits))(
+                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **extra)
                 for j, i in enumerate(idx):
-                    out[i] = logits[j].float().cpu()
+                    out[i] = tuple(t[j].float().cpu() for t in got) if isinstance(got, tuple) \
+                        else got[j].float().cpu()
         return [out[first[k]] for k in keys]
 
     def p_a(self, items: Sequence[tuple[Sequence[str], str, str, str]]) -> list[float]:

@@ -65,20 +65,26 @@ class SpanHeadModel(nn.Module):
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, 1))
         self.config = backbone.config              # what the Trainer and peft look for
 
-    def forward(self, input_ids, attention_mask, spans, **_):
+    def slots(self, input_ids, attention_mask, spans) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each slot's mean-pooled final hidden state [N, S, d] and its log token count before
+        truncation [N, S]."""
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask)
-        pooled = pool_spans(out.last_hidden_state.float(), spans)          # [N, S, d]
-        c, q = pooled[:, 0], pooled[:, 1]
-        x = pooled[:, 2] - pooled[:, 3] if self.loss == "pairwise" else pooled[:, 2]
-        feats = [c * x, q * x, x]
-        if self.length_features:
-            n = (spans[..., 2] if spans.shape[-1] > 2 else spans[..., 1] - spans[..., 0]).float()
-            ln = torch.log1p(n)
-            dl = ln[:, 2] - ln[:, 3] if self.loss == "pairwise" else ln[:, 2]
-            feats.append(c * dl[:, None])
-        s = self.head(torch.cat(feats, -1))                                # [N, 1]
-        logits = torch.cat([s / 2, -s / 2], -1) if self.loss == "pairwise" else s
-        return SimpleNamespace(logits=logits)
+        pooled = pool_spans(out.last_hidden_state.float(), spans)
+        n = (spans[..., 2] if spans.shape[-1] > 2 else spans[..., 1] - spans[..., 0]).float()
+        return pooled, torch.log1p(n)
+
+    def score(self, c: torch.Tensor, q: torch.Tensor, x: torch.Tensor, dl: torch.Tensor) -> torch.Tensor:
+        """The head on slot vectors: ``x`` is a - b (pairwise) or the answer, ``dl`` its log-length
+        (difference), [N]. Returns [N, 1]."""
+        feats = [c * x, q * x, x] + ([c * dl[:, None]] if self.length_features else [])
+        return self.head(torch.cat(feats, -1))
+
+    def forward(self, input_ids, attention_mask, spans, **_):
+        pooled, ln = self.slots(input_ids, attention_mask, spans)
+        pairwise = self.loss == "pairwise"
+        x = pooled[:, 2] - pooled[:, 3] if pairwise else pooled[:, 2]
+        s = self.score(pooled[:, 0], pooled[:, 1], x, ln[:, 2] - ln[:, 3] if pairwise else ln[:, 2])
+        return SimpleNamespace(logits=torch.cat([s / 2, -s / 2], -1) if pairwise else s)
 
     # -- persistence: the backbone (or its adapter) as transformers/peft save it, plus the head ----
     def save_pretrained(self, out_dir: str | Path, **kwargs) -> None:

@@ -58,3 +58,17 @@ class Judge(Protocol):
     def identity(self) -> str:
         """``name@version``: the cache key's judge part."""
         ...
+
+
+def verdicts_by_matrix(judge_matrix, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+    """The protocol's ``judge`` for a judge with ``judge_matrix``: one call per criteria set."""
+    import numpy as np
+
+    by_criteria: dict = {}
+    for i, r in enumerate(requests):
+        by_criteria.setdefault(r.criteria, []).append(i)
+    p = np.zeros(len(requests))
+    for crit, idx in by_criteria.items():
+        p[idx] = judge_matrix(crit, [requests[i].query for i in idx], [requests[i].response_a for i in idx],
+                              [requests[i].response_b for i in idx])
+    return [Verdict(float(x)) for x in p]

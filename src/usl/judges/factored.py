@@ -31,7 +31,7 @@ import numpy as np
 
 from usl import paths
 from usl.crm.factored import NEUTRAL
-from usl.judges.base import JudgeRequest, Verdict
+from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
 from usl.types import Criteria
 
@@ -55,7 +55,7 @@ class FactoredJudge:
     _basis: Any = field(default=None, repr=False)
     _contexts: Any = field(default=None, repr=False)
     _version: str = field(default="", repr=False)
-    _weights: str = field(default="", repr=False)
+    _bank_version: str = field(default="", repr=False)
     _criteria: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _found: dict = field(default_factory=dict, repr=False)     # (query, answer, baseline) -> (row, sign)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -98,9 +98,9 @@ class FactoredJudge:
         """What stored codes mean here (the CRM's weights and the basis): banks of another are ignored."""
         from usl.crm.factored import bank_version, weights_version
 
-        if not self._weights:
-            self._weights = weights_version(self.dir)
-        return bank_version(self._weights, self.basis)
+        if not self._bank_version:
+            self._bank_version = bank_version(weights_version(self.dir), self.basis)
+        return self._bank_version
 
     # -- parts, loaded on first use ------------------------------------------------------------
     @property
@@ -206,6 +206,8 @@ class FactoredJudge:
                 own = self._load_home_bank()
                 (own.merged(new) if own is not None and own.version == new.version else new).save(path)
             self._bank = self.bank().merged(new)          # codes on a fixed step: what was saved, exactly
+            if self._head is not None:
+                self._head = self._head.extended(self._bank)
             log.info("read %d / %d answer pairs", start + len(chunk), len(pairs))
 
     def _lookup(self, trip: list[tuple[str, str, str]]) -> tuple[np.ndarray, np.ndarray]:
@@ -279,18 +281,7 @@ class FactoredJudge:
         return 1.0 / (1.0 + np.exp(-sign * head.logits(c, rows)))
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
-        with self._lock:
-            rows, sign = self._rows([r.query for r in requests], [r.response_a for r in requests],
-                                    [r.response_b for r in requests])
-            head = self.head()
-            by_criteria: dict[Criteria, list[int]] = {}
-            for i, r in enumerate(requests):
-                by_criteria.setdefault(r.criteria, []).append(i)
-            logit = np.zeros(len(requests))
-            for crit, idx in by_criteria.items():
-                c = self.criteria_vector(tuple(crit.as_list()) or NEUTRAL)
-                logit[idx] = sign[idx] * head.logits(c, rows[idx])
-        return [Verdict(float(1.0 / (1.0 + np.exp(-x)))) for x in logit]
+        return verdicts_by_matrix(self.judge_matrix, requests)
 
 
 @register("crm-factored")

@@ -24,7 +24,7 @@ from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
 from usl.crm.criteria_lexicon import lexicon_matrix
 from usl.crm.fast_model import FastCRM, as_tensor, split_sign
 from usl.crm.static_embed import StaticEmbedder
-from usl.judges.base import JudgeRequest, Verdict
+from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
 from usl.types import Criteria
 
@@ -120,15 +120,7 @@ class FastJudge:
         return 1.0 / (1.0 + np.exp(-(per.sum(0) + qual)))
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
-        by_criteria: dict[Criteria, list[int]] = {}
-        for i, r in enumerate(requests):
-            by_criteria.setdefault(r.criteria, []).append(i)
-        p = np.zeros(len(requests))
-        for crit, idx in by_criteria.items():
-            p[idx] = self.judge_matrix(crit, [requests[i].query for i in idx],
-                                       [requests[i].response_a for i in idx],
-                                       [requests[i].response_b for i in idx])
-        return [Verdict(float(x)) for x in p]
+        return verdicts_by_matrix(self.judge_matrix, requests)
 
 
 @register("fast")

@@ -71,21 +71,26 @@ class Boards:
         return spec
 
     async def _require_read(self, spec: LeaderboardSpec) -> None:
-        """A judge of stored answer vectors (crm-factored) serves only boards whose pairs it has
-        read: reading a new benchmark or baseline takes an hour of CPU, not a web request's work."""
-        unread = getattr(self.service, "unread_pairs", None)
-        if unread is None:
-            return
         try:
-            n = await asyncio.to_thread(unread, spec)
+            why = await self.unread(spec)
         except USER_ERRORS as e:
             raise HTTPException(422, message(e)) from e
-        if n:
-            base = f" --baseline {spec.baseline}" if spec.baseline else ""
-            raise HTTPException(422, f"judge {spec.judge!r} has no stored answer vectors for {n} pairs of this "
-                                     f"board (benchmark {spec.benchmark!r}{', baseline ' + repr(spec.baseline) if spec.baseline else ''}); "
-                                     f"reading them takes 2 transformer passes each: run `usl rank --judge {spec.judge} "
-                                     f"--benchmark {spec.benchmark}{base}` once, then restart the server")
+        if why:
+            raise HTTPException(422, why)
+
+    async def unread(self, spec: LeaderboardSpec) -> str | None:
+        """Why ``spec``'s judge cannot rank its board yet, or None. A judge of stored answer vectors
+        (crm-factored) serves only boards whose pairs it has read: reading a new benchmark or
+        baseline takes an hour of CPU, not a web request's (or a start-up's) work."""
+        unread = getattr(self.service, "unread_pairs", None)
+        n = await asyncio.to_thread(unread, spec) if unread else 0
+        if not n:
+            return None
+        base = f", baseline {spec.baseline!r}" if spec.baseline else ""
+        return (f"judge {spec.judge!r} has no stored answer vectors for {n} pairs of this board (benchmark "
+                f"{spec.benchmark!r}{base}); reading them takes 2 transformer passes each: run `usl rank --judge "
+                f"{spec.judge} --benchmark {spec.benchmark}{f' --baseline {spec.baseline}' if spec.baseline else ''}` "
+                "once, then restart the server")
 
     def default_spec(self, spec: LeaderboardSpec | None = None) -> LeaderboardSpec:
         """The general-criteria, all-topics board that ``spec`` is compared with."""
@@ -152,12 +157,9 @@ class Boards:
         try:
             if self.config.benchmark in await self.benchmarks():
                 spec = self.default_spec()
-                unread = getattr(self.service, "unread_pairs", None)
-                n = await asyncio.to_thread(unread, spec) if unread else 0
-                if n:      # the same refusal a request would get, and no hour of reading at start-up
-                    log.warning("judge %s has no stored answer vectors for %d pairs of the default board: run "
-                                "`usl rank --judge %s --benchmark %s` once, then restart", spec.judge, n,
-                                spec.judge, spec.benchmark)
+                why = await self.unread(spec)
+                if why:    # the refusal a request would get, and no hour of reading at start-up
+                    log.warning("default board not ranked: %s", why)
                 else:
                     self.jobs.submit(spec, keep=True)
         except Exception as e:  # noqa: BLE001 - a failed warm-up must not stop the server
