@@ -35,6 +35,7 @@ class Boards:
         self.jobs = RankJobs(service.rank, workers=config.workers, cache_size=config.cache_size)
         self.refine_slots = asyncio.Semaphore(config.refine_workers)   # see stream.refine_events
         self._topics: dict[str, list[TopicOut]] = {}
+        self._warming: asyncio.Task | None = None     # the default board's warm-up, kept referenced
 
     # ---- what exists --------------------------------------------------------------------
     async def benchmarks(self) -> list[str]:
@@ -153,7 +154,14 @@ class Boards:
                        "examples": [example_out(e) for e in found]})
 
     async def warm(self) -> None:
-        """Start the default board and load what the contradiction check needs, before anyone waits."""
+        """Start the default board and load what the contradiction check needs, before anyone waits
+        (in the background: the server listens at once)."""
+        self._warming = asyncio.create_task(self._warm_default())
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(None, _warm_contradictions, self.service)
+        loop.run_in_executor(None, _warm_judges, self.service, self.config.judges[1:], self.config.benchmark)
+
+    async def _warm_default(self) -> None:
         try:
             if self.config.benchmark in await self.benchmarks():
                 spec = self.default_spec()
@@ -164,9 +172,6 @@ class Boards:
                     self.jobs.submit(spec, keep=True)
         except Exception as e:  # noqa: BLE001 - a failed warm-up must not stop the server
             log.warning("warm-up failed: %s", e)
-        loop = asyncio.get_running_loop()
-        loop.run_in_executor(None, _warm_contradictions, self.service)
-        loop.run_in_executor(None, _warm_judges, self.service, self.config.judges[1:], self.config.benchmark)
 
 
 def _warm_judges(service: Any, specs: tuple[str, ...], benchmark: str) -> None:
