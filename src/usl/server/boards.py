@@ -156,10 +156,15 @@ class Boards:
     async def warm(self) -> None:
         """Start the default board and load what the contradiction check needs, before anyone waits
         (in the background: the server listens at once)."""
-        self._warming = asyncio.create_task(self._warm_default())
-        loop = asyncio.get_running_loop()
-        loop.run_in_executor(None, _warm_contradictions, self.service)
-        loop.run_in_executor(None, _warm_judges, self.service, self.config.judges[1:], self.config.benchmark)
+        self._warming = asyncio.create_task(self._warm_all())
+
+    async def _warm_all(self) -> None:
+        """One after the other: the default board (its check loads the default judge), the
+        contradiction check's embedder, the other judges. Loading models in parallel threads
+        races on transformers' lazy imports ("cannot import name 'AutoModel'")."""
+        await self._warm_default()
+        await asyncio.to_thread(_warm_contradictions, self.service)
+        await asyncio.to_thread(_warm_judges, self.service, self.config.judges[1:], self.config.benchmark)
 
     async def _warm_default(self) -> None:
         try:
