@@ -295,6 +295,6 @@ def _crm_factored(arg: str | None = None, *, home: str | None = None, device: st
     d = model_dir_of(arg or str(shipped_weights(SHIPPED)))    # fail fast on a wrong path
     for f in ("basis.npz", "contexts.json"):
         if not (d / FACTORED_DIR / f).is_file():
-            raise FileNotFoundError(f"{d}: no {FACTORED_DIR}/{f} (make them with `python scripts/factored_crm.py "
-                                    f"basis ...`); crm-factored needs them beside the CRM")
+            raise FileNotFoundError(f"{d}: no {FACTORED_DIR}/{f}; crm-factored needs it beside the CRM (make it "
+                                    "with `python scripts/factored_crm.py contexts` or `... bank --fit-basis 64`)")
     return FactoredJudge(path=str(d), home=home, device=device, batch_size=batch_size, contexts=contexts)
