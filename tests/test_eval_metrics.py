@@ -75,6 +75,23 @@ def test_usl_eval_length_json(tiny_file, tmp_path):
     assert res.exit_code == 0 and "overall" in res.output and "     2" in res.output
 
 
+def test_usl_eval_breaks_down_by_family(tmp_path):
+    from usl.evaluation.report import evaluate
+    from usl.judges.registry import load_judge
+
+    # A is the short answer in even rows (concise side, A wins) and the long one in odd rows
+    # (detailed side, A wins): the `length` judge is wrong on one side and right on the other
+    rows = [sample_dict(i, pref="model_a") | {
+        "family": "length_concise" if i % 2 == 0 else "length_detailed"} for i in range(6)]
+    rows.append(sample_dict(6, pref="model_b"))  # no family: counted overall only
+    report = evaluate(load_judge("length"), [write_jsonl(tmp_path / "f.jsonl", rows)]).to_dict()
+    fam = report["by_family"]
+    assert set(fam) == {"length_concise", "length_detailed"}
+    assert (fam["length_concise"]["n"], fam["length_concise"]["accuracy"]) == (3, 0.0)
+    assert (fam["length_detailed"]["n"], fam["length_detailed"]["accuracy"]) == (3, 1.0)
+    assert report["n"] == 7
+
+
 def test_usl_eval_errors(tiny_file, tmp_path):
     from usl.cli import app
 

@@ -1,4 +1,6 @@
-"""Run a judge over preference files (both orders) and summarize: overall, per file, per source."""
+"""Run a judge over preference files (both orders) and summarize: overall, per file, per source,
+and per criteria family where the samples carry one (our files' ``family`` field: the two sides of
+the length flip are ``length_concise`` and ``length_detailed``)."""
 
 from __future__ import annotations
 
@@ -38,11 +40,12 @@ class EvalReport:
     overall: dict
     by_file: dict[str, dict] = field(default_factory=dict)
     by_source: dict[str, dict] = field(default_factory=dict)
+    by_family: dict[str, dict] = field(default_factory=dict)
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return {"judge": self.judge, "files": self.files, **self.overall, "by_file": self.by_file,
-                "by_source": self.by_source, "seconds": round(self.seconds, 2),
+                "by_source": self.by_source, "by_family": self.by_family, "seconds": round(self.seconds, 2),
                 "seconds_per_pair": round(self.seconds / max(1, 2 * self.overall["n"]), 4)}
 
     def to_text(self) -> str:
@@ -54,6 +57,7 @@ class EvalReport:
         lines = [head, row("overall", self.overall)]
         lines += [row(f"file {k}", v) for k, v in self.by_file.items()] if len(self.by_file) > 1 else []
         lines += [row(f"source {k}", v) for k, v in self.by_source.items()] if len(self.by_source) > 1 else []
+        lines += [row(f"family {k}", v) for k, v in self.by_family.items()] if len(self.by_family) > 1 else []
         lines.append(f"{self.seconds:.1f}s for {2 * self.overall['n']} judgements")
         return "\n".join(lines)
 
@@ -105,4 +109,12 @@ def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch
     by_file = {n: summarize([j for j in judged if j.file == n]) for n in names}
     sources = sorted({j.sample.source for j in judged})
     by_source = {s or "(none)": summarize([j for j in judged if j.sample.source == s]) for s in sources}
-    return EvalReport(judge.identity, names, summarize(judged), by_file, by_source, time.perf_counter() - t0)
+    families = sorted({f for j in judged if (f := _family(j.sample))})
+    by_family = {f: summarize([j for j in judged if _family(j.sample) == f]) for f in families}
+    return EvalReport(judge.identity, names, summarize(judged), by_file, by_source, by_family,
+                      time.perf_counter() - t0)
+
+
+def _family(s: PreferenceSample) -> str:
+    f = s.meta_value("family", "")
+    return f if isinstance(f, str) else ""
