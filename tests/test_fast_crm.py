@@ -50,6 +50,12 @@ def test_lexicon_signs_follow_negation_scope(text, axis, sign):
     assert np.sign(value) == sign
 
 
+def test_split_sign_keeps_a_dislike_followed_by_a_wish_whole():
+    # "Skip X and keep it brief" is read by the keyword scope, not as "Avoid: X and keep it brief"
+    assert split_sign("Skip the intro and keep it brief.")[1] == 1.0
+    assert split_sign("Skip the intro and the outro.") == ("the intro and the outro", -1.0)
+
+
 def test_split_sign():
     assert split_sign("Avoid: jargon") == ("jargon", -1.0)
     # a criterion that only negates is read as a dislike of the rest
@@ -74,6 +80,39 @@ def test_split_sign():
 ])
 def test_lexicon_idioms(text, axis, sign):
     assert np.sign(lexicon_features(text)[LEXICON_AXES.index(axis)]) == sign
+
+
+@pytest.mark.parametrize("text,short,long", [
+    # contrasts: what is turned down is read as a dislike
+    ("Summaries over essays", 1, -1), ("Essays over summaries", -1, 1),
+    ("Give me the gist rather than the full story.", 1, -1),
+    ("I prefer a quick reply to a thorough one.", 1, -1), ("I prefer a thorough reply to a quick one.", -1, 1),
+    ("I'd rather have a short answer than a long one.", 1, -1),
+    ("Thorough coverage beats brevity for me.", -1, 1),
+    # stated amounts
+    ("Keep it under 50 words.", 1, 0), ("A single paragraph at most.", 1, 0),
+    ("No more than three sentences, please.", 1, 0), ("Write at least five paragraphs.", 0, 1),
+    ("Several paragraphs at least.", 0, 1), ("Don't under-explain.", -1, 0),
+    ("Two or three sentences will do.", 1, 0), ("A couple of pages is fine.", 0, 1),
+    ("Reply in 40 words.", 1, 0), ("Reply in 400 words.", 0, 1),
+    # a predicate after the subject dislikes it; hyphenated words read as apart
+    ("Wordy replies are a waste of my time.", 0, -1), ("One-line answers frustrate me.", -1, 0),
+    ("Brevity is not a virtue here.", -1, 0), ("Long answers are fine, short ones annoy me.", -1, 1),
+    ("Err on the side of too long.", 0, 1),
+])
+def test_lexicon_contrasts_and_amounts(text, short, long):
+    f = lexicon_features(text)
+    assert (np.sign(f[LEXICON_AXES.index("short")]), np.sign(f[LEXICON_AXES.index("long")])) == (short, long)
+
+
+@pytest.mark.parametrize("text", [
+    "I prefer answers that stick to the task as specified.",   # "prefer X to Y" needs a noun phrase Y
+    "Answers should read like a memo to a manager.",
+    "Acknowledge the question before diving in.",
+    "Go over the steps one by one.",
+])
+def test_lexicon_reads_no_contrast_where_there_is_none(text):
+    assert lexicon_features(text)[LEXICON_AXES.index("negation")] == 0.0
 
 
 def test_pair_logits_antisymmetric_and_sum_of_criteria():

@@ -20,12 +20,17 @@ _AXES: dict[str, tuple[str, ...]] = {
               "less is more", "not long", "one sentence", "a sentence or two", "skip the background",
               "sentence or two", "two sentences", "few sentences", "single sentence", "one line", "one-liner",
               "a line or two", "few lines", "bite-sized", "snappy", "punchy", "essentials", "bare bones",
-              "nutshell", "quick answer", "shorter", "economical", "digestible", "only what"),
+              "nutshell", "quick answer", "shorter", "economical", "digestible", "only what", "gist",
+              "headline", "tweet", "pithy", "laconic", "condens", "abridged", "abbreviated", "sound bite",
+              "elevator pitch", "in brief", "fewer words", "streamlined", "brevity", "one-line", "economy of words",
+              "just the answer", "as little as possible", "less text"),
     "long": ("detail", "thorough", "in depth", "in-depth", "comprehensive", "long", "elaborat", "extensive",
              "exhaustive", "complete", "expand", "full picture", "everything", "deep", "depth", "explain fully",
              "cover all", "leave nothing out", "more context", "background", "lengthy", "verbose", "wordy",
              "rambl", "long-winded", "wall of text", "walls of text", "fluff", "filler", "pad", "waffl",
-             "tangent", "essays", "longer", "nuance"),
+             "tangent", "essays", "longer", "nuance", "at length", "full story", "long version", "blog",
+             "expansive", "in full", "walk me through", "all the details", "preamble", "long form", "long-form", "much text", "every angle", "every aspect", "all aspects", "backstory",
+             "as much space", "more words", "extended"),
     "academic": ("academ", "scholar", "research", "scientific", "theory", "theoret", "rigor", "evidence",
                  "citation", "cite", "formal", "technical", "precise", "journal", "university", "professor"),
     "business": ("business", "professional", "corporate", "practical", "actionable", "industry", "market",
@@ -54,8 +59,10 @@ _AXES: dict[str, tuple[str, ...]] = {
 # background", "annoyed by overly detailed answers").
 _NEGATORS = {"no", "not", "don't", "dont", "never", "without", "avoid", "skip", "less", "stop", "hate", "dislike",
              "dislikes", "annoyed", "annoying", "annoys", "too", "overly", "excessive", "excessively",
-             "unnecessary", "needless", "nothing", "instead", "cut", "drop", "nor", "isn't", "aren't", "doesn't",
-             "won't", "can't", "neither", "minus", "spare", "tired", "sick", "against", "zero", "hates"}
+             "unnecessary", "needless", "nothing", "instead", "cut", "drop", "trim", "ditch", "remove", "eliminate",
+             "nor", "isn't", "aren't", "doesn't",
+             "won't", "can't", "neither", "minus", "spare", "tired", "sick", "against", "zero", "hates", "nobody",
+             "noone"}
 # Idioms read before the negation scope: double negations that mean "more" ("don't hold back on
 # detail", "I don't mind long answers") and set phrases of the length axis ("cut to the chase").
 _NEG = r"(?:don'?t|do not|never|wouldn'?t|won'?t|doesn'?t|does not)"
@@ -72,14 +79,99 @@ _PHRASES = (
                 r"\bshort and sweet\b|\bat a glance\b|\bkeep it tight\b|\btight\b"), " to the point "),
     # "over-explained", "going on and on": the too-long part is in the word itself, so it reads as
     # "long" and the sentence's own negation ("don't", "I hate") decides the sign
-    (re.compile(r"\bover-?explain\w*|\bover-?long\b|\bover-?elaborat\w*|\bgo(?:es|ing)? on and on\b"),
+    (re.compile(r"\bover[- ]?explain\w*|\bover[- ]?long\b|\bover[- ]?elaborat\w*|\bgo(?:es|ing)? on and on\b"),
      " long "),
+    # "under-explained" is the too-short part in the word itself: "don't under-explain" likes long
+    (re.compile(r"\bunder[- ]?explain\w*|\bunder[- ]?develop\w*"), " short "),
+    (re.compile(r"\b(?:write|writing|writes) (?:me |us )?(?:a|an entire|a whole) novel\b"), " long "),
 )
-_IDIOMS = _DOUBLE_NEGATIONS + _PHRASES
+# Stated amounts: "under 100 words", "two sentences at most" ask for short answers; "at least 300
+# words", "several paragraphs at least" for long ones. Read before the negation scope, so that
+# "no more than three sentences" is one request for brevity, not a negated "more".
+_AMOUNT = (r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple(?: of)?|a single|single|"
+           r"several|many|a|an)")
+_UNIT = r"(?:words?|sentences?|lines?|paragraphs?|pages?|bullets?|bullet points?|points?|characters?|chars?|tokens?)"
+_QUANTITIES = (
+    (re.compile(rf"\b(?:no|not|never) (?:more|longer) than {_AMOUNT} (?:\w+ )?{_UNIT}\b|"
+                rf"\b(?:at most|at the most|up to|under|fewer than|less than|no longer than|within|"
+                rf"maximum(?: of)?|max) {_AMOUNT} (?:\w+ )?{_UNIT}\b|"
+                rf"\b{_AMOUNT} (?:\w+ )?{_UNIT} (?:at most|at the most|max|maximum|tops|or less|or fewer)\b"),
+     " short "),
+    (re.compile(rf"\b(?:at least|at the least|more than|over|minimum(?: of)?|no fewer than|no less than|"
+                rf"not less than|past|beyond|exceeding|exceeds?|longer than) {_AMOUNT} (?:\w+ )?{_UNIT}\b|"
+                rf"\b{_AMOUNT} (?:\w+ )?{_UNIT} (?:at least|or more|minimum|plus)\b"),
+     " long "),
+    (re.compile(r"\b(?:one|two|three|a|a single|single|a couple of|couple of|a few|few|one or two|two or three|"
+                r"[123])(?: short| brief)? (?:sentences?|lines?)\b|"
+                r"\b(?:one|a|a single|single|one short|a short)(?: short| brief)? paragraph\b(?! or (?:two|more))"),
+     " short "),
+    (re.compile(r"\b(?:three|four|five|six|seven|eight|nine|ten|several|many|multiple|[3-9]|\d\d+)"
+                r"(?: long| full| detailed)? (?:paragraphs|pages)\b|\b(?:a|one|two|a couple of|a few)"
+                r"(?: full)? pages?\b|\bparagraph or (?:two|more)\b"),
+     " long "),
+    (re.compile(r"\b(\d+) words\b"), lambda m: " short " if int(m.group(1)) < 150 else " long "),
+    (re.compile(r"\b(?:the )?less (?:i|you|one) (?:have to |need to |get to )?read\b|\bless to read\b|"
+                r"\bless (?:reading|scrolling|text)\b|\bhalf the length\b"), " short "),
+    (re.compile(r"\b(?:the )?more (?:i|you|one) (?:have to |need to |get to )?read\b|\bmore to read\b|"
+                r"\bmore (?:reading|scrolling|text)\b|\btwice the length\b"), " long "),
+    # "twice as long as they need to be": too long
+    (re.compile(r"\b(?:twice|three times|much|way|far) (?:as long as|longer than) (?:it|they|you|needed|necessary)\b"),
+     " too long "),
+    # "err on the side of too long": the "too" is no dislike
+    (re.compile(r"\berr(?:ing)? on the side of (?:being )?(?:too |overly )?"), " prefer "),
+    (re.compile(r"\b(?:in|into) the weeds\b"), " in depth "),
+    # reading time: "a quick read", "a 15-minute read", "answers that take a while to read"
+    (re.compile(r"\b(?:quick|short|fast|one minute|1 minute|two minute|2 minute|30 second) read\b"), " short "),
+    (re.compile(r"\b(?:long|slow|\d\d+[ -]minute|(?:five|ten|fifteen|twenty|thirty) minute) read\b|"
+                r"\btakes? (?:a while|some time|time|a long time) to read\b"), " long "),
+)
+# Contrasts: "summaries over essays", "the gist rather than the full story", "I prefer a quick
+# reply to a thorough one", "I'd rather have two lines than two pages". What is turned down becomes
+# a clause of its own behind a "not", so the keyword reading signs it as a dislike.
+# ("prefer X to Y" only where Y opens like a noun phrase: "prefer answers that stick to the task" is
+# no contrast)
+_DETERMINER = (r"(?:a|an|those|these|long|longer|short|shorter|lengthy|brief|detailed|thorough|quick|verbose|"
+               r"wordy|concise|terse|extensive|in-depth)")
+# "go over the steps", "gloss over details": "over" after these verbs is no contrast
+_OVER_VERBS = {"go", "goes", "going", "look", "looks", "read", "think", "talk", "hand", "take", "pass", "turn", "get",
+               "run", "check", "carry", "fall", "come", "move", "glance", "gloss", "skim", "skip", "mull", "pore",
+               "watch", "start", "win", "all", "left", "it", "them", "things"}
+_CONTRASTS = (
+    (re.compile(r"\b(?:rather than|instead of|as opposed to|in place of)\b|"
+                r"\b(?:matters?|counts?) more(?: to me| for me)? than\b|"
+                r"\b(?:is|are) more important(?: to me| for me)? than\b"), " ; not "),
+    (re.compile(r"\brather\b(?P<a>[^.;!?]*?)\bthan\b"), r"\g<a> ; not "),
+    (re.compile(r"\b(?P<v>prefer|prefers|value|values|like|likes|want|wants|favou?r|favou?rs|care about)"
+                r"(?P<a>\s+[^.;!?]+?)\s+more than\s+(?![0-9])"), r"\g<v>\g<a> ; not "),
+    (re.compile(rf"\b(?P<v>prefer|prefers|favou?r|favou?rs)(?P<a>\s+(?!to\b)[^.;!?]+?)\s+to\s+(?={_DETERMINER}\b)"),
+     r"\g<v>\g<a> ; not "),
+    (re.compile(r"^(?P<a>[a-z][\w\s,'\-]{0,40}?)\s+(?P<c>over|beats?|trumps?|>|(?:is |are )?better than)\s+"
+                r"(?P<b>[a-z][\w\s'\-]{0,40}?)\s*(?=[.!,;]|$)"),
+     lambda m: m.group(0) if m.group("c") == "over" and m.group("a").split()[-1] in _OVER_VERBS
+     else f"{m.group('a')} ; not {m.group('b')}"),
+)
+_IDIOMS = _DOUBLE_NEGATIONS + _QUANTITIES + _PHRASES + _CONTRASTS
 _CLAUSE = re.compile(r"[.;:!?]|\bbut\b|\bhowever\b|\binstead\b|\brather\b")
-_TOKEN = re.compile(r"[a-z][a-z'\-]*")
+_TOKEN = re.compile(r"[a-z][a-z']*")  # hyphens split words: "one-sentence" reads as "one sentence"
 _SCOPE = 5  # a negator reaches this many words ahead, within its clause
+_BACK_SCOPE = 6  # a disliking predicate reaches this many words back, within its clause and comma
+# Predicates that dislike what comes before them: "wordy answers drive me crazy", "padding is a
+# waste of my time", "brief answers frustrate me", "one-sentence replies are useless".
+_BACK = "xbackx"
+_COMMA = "xcommax"
+_BACK_NEGATORS = re.compile(
+    r"\b(?:(?:is|are|was|were|seem|seems|feel|feels) (?:so |really |just |usually |often |always )?"
+    r"(?:useless|pointless|unhelpful|annoying|irritating|frustrating|tedious|tiresome|boring|exhausting|"
+    r"overwhelming|painful|disappointing|unsatisfying|insufficient|the worst|a pain|a chore|not helpful|"
+    r"not useful|of no use|no use|no good|overkill|too much|not enough|never enough|a turn[- ]?off|wasted on me)|"
+    r"(?:a |such a )?waste of (?:my |our |the reader'?s? )?time|wastes? (?:my |our |the reader'?s? )?time|"
+    r"drives? me (?:crazy|nuts|mad|up the wall)|(?:bores?|annoys?|irritates?|frustrates?|disappoints?|"
+    r"exhausts?|overwhelms?) (?:me|us|readers?)|(?:puts?|turns?) me off|leaves? me (?:wanting more|unsatisfied|"
+    r"cold|frustrated)|makes? me (?:give up|lose interest|tune out|stop reading|zone out)|(?:i )?lose interest|"
+    r"(?:is|are) not for me|(?:do|does) nothing for me|lose me|"
+    r"(?:is|are)(?: not|n't) (?:a virtue|a plus|good|helpful|useful|enough|what i (?:want|need)|my thing|for me))\b")
 
+_AXES = {axis: tuple(dict.fromkeys(w.replace("-", " ") for w in words)) for axis, words in _AXES.items()}
 LEXICON_AXES = tuple(_AXES) + ("negation",)
 
 # A criterion that only says what the user does not want ("No walls of text", "I can't stand
@@ -101,6 +193,11 @@ def strip_intensifiers(disliked: str) -> str:
     return out or disliked
 
 
+# "Skip the intros and keep it brief": a wish follows the dislike, so the whole is no dislike
+_THEN_A_WISH = re.compile(r"(?:\band\b|\bbut\b|;)\s+(?:just |instead |then )?(?:keep|be|make|give|stay|use|stick|go|"
+                          r"get|write|answer|tell|focus)\b")
+
+
 def leading_negation(text: str) -> str | None:
     """The disliked part of a criterion that opens with a negation, else None. Conservative:
     nothing is returned when the rest holds another negation or a double-negation idiom
@@ -113,12 +210,16 @@ def leading_negation(text: str) -> str | None:
     rest = strip_intensifiers(m.group("rest").strip().rstrip(".!"))
     toks = _TOKEN.findall(_rewrite_idioms(rest.lower()))
     if not toks or toks[0] in ("need", "problem", "worries", "matter") or _QUANTITY_LIMIT.match(rest.lower()) or \
-            any(t in _NEGATORS or t.endswith("n't") for t in toks):
+            any(t in _NEGATORS or t.endswith("n't") for t in toks) or _THEN_A_WISH.search(rest.lower()):
         return None
     return rest
 
 
+_HYPHEN = re.compile(r"(?<=[a-z])-(?=[a-z])")
+
+
 def _rewrite_idioms(low: str) -> str:
+    low = _HYPHEN.sub(" ", low)  # "two-sentence", "long-winded": words as if apart
     for pattern, repl in _IDIOMS:
         low = pattern.sub(repl, low)
     return low
@@ -128,14 +229,15 @@ def lexicon_features(text: str) -> list[float]:
     """Per axis, signed: hits outside a negation's scope minus hits inside it (each capped at 2,
     scaled to -1..1), so "overly long answers" lands where "Avoid: long answers" does."""
     low = _rewrite_idioms(text.lower().replace("\u2019", "'"))
+    low = _BACK_NEGATORS.sub(f" {_BACK} ", low).replace(",", f" {_COMMA} ")
     pos = dict.fromkeys(_AXES, 0)
     neg = dict.fromkeys(_AXES, 0)
     any_neg = False
     for clause in _CLAUSE.split(low):
         toks = _TOKEN.findall(clause)
         negated = [any(t in _NEGATORS or t.endswith("n't") for t in toks[max(0, i - _SCOPE):i])
-                   for i in range(len(toks) + 1)]
-        any_neg |= any(t in _NEGATORS or t.endswith("n't") for t in toks)
+                   or _back_negated(toks, i) for i in range(len(toks) + 1)]
+        any_neg |= any(t in _NEGATORS or t.endswith("n't") or t == _BACK for t in toks)
         padded = " " + " ".join(toks) + " "
         for axis, words in _AXES.items():
             for w in words:
@@ -151,6 +253,16 @@ def lexicon_features(text: str) -> list[float]:
         out.append((min(pos[axis], 2) - min(neg[axis], 2)) / 2.0)
     out.append(1.0 if any_neg else 0.0)
     return out
+
+
+def _back_negated(toks: list[str], i: int) -> bool:
+    """A disliking predicate follows word ``i`` closely, with no comma between."""
+    for t in toks[i + 1:i + 1 + _BACK_SCOPE]:
+        if t == _COMMA:
+            return False
+        if t == _BACK:
+            return True
+    return False
 
 
 def lexicon_matrix(texts) -> np.ndarray:
