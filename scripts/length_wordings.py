@@ -25,10 +25,26 @@ import json
 import numpy as np
 
 from usl.data.paper_jsonl import read_samples
-from usl.evaluation.report import judge_samples, subsample
+from usl.evaluation.report import family_of, judge_samples, subsample
 from usl.judges.registry import load_judge
 
 SIDES = {"length_concise": "concise", "length_detailed": "detailed"}
+
+
+def read_probe(path: str) -> dict[str, list[str]]:
+    """A probe file: {"concise": [wordings], "detailed": [wordings]}, each a non-empty list of strings."""
+    try:
+        with open(path) as f:
+            probe = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"{path}: {e}") from e
+    if not isinstance(probe, dict):
+        raise SystemExit(f"{path}: expected an object with lists 'concise' and 'detailed'")
+    for side in ("concise", "detailed"):
+        words = probe.get(side)
+        if not isinstance(words, list) or not words or not all(isinstance(w, str) and w.strip() for w in words):
+            raise SystemExit(f"{path}: field '{side}' must be a non-empty list of non-empty strings")
+    return {side: probe[side] for side in ("concise", "detailed")}
 
 
 def main() -> None:
@@ -42,23 +58,20 @@ def main() -> None:
 
     wordings: dict[str, list[str]] = {"concise": [], "detailed": []}
     for path in args.wordings:
-        with open(path) as f:
-            probe = json.load(f)
-        for side in wordings:
-            wordings[side] += [w for w in probe.get(side, []) if w not in wordings[side]]
+        for side, words in read_probe(path).items():
+            wordings[side] += [w for w in words if w not in wordings[side]]
     samples = subsample(read_samples(args.data), args.limit)
     judge = load_judge(args.judge)
+    by_side = {side: [s for s in samples if SIDES.get(family_of(s)) == side] for side in wordings}
     per: dict[str, dict[str, float]] = {}
-    for side in ("concise", "detailed"):
-        mine = [s for s in samples if SIDES.get(str(s.meta_value("family", ""))) == side]
+    for side, mine in by_side.items():
         if not mine:
             raise SystemExit(f"{args.data}: no pairs of family length_{side}")
         per[side] = {}
         for w in wordings[side]:
             judged = judge_samples(judge, [dataclasses.replace(s, criteria=(w,)) for s in mine], batch_size=512)
             per[side][w] = float(np.mean([j.label == j.sample.preference for j in judged]))
-    summary = {side: {"wordings": len(v), "pairs": sum(SIDES.get(str(s.meta_value("family", ""))) == side
-                                                        for s in samples),
+    summary = {side: {"wordings": len(v), "pairs": len(by_side[side]),
                       "mean": round(float(np.mean(list(v.values()))), 3),
                       "at_least_0.95": int(sum(x >= 0.95 for x in v.values())),
                       "worst": sorted(v.items(), key=lambda kv: kv[1])[:5]} for side, v in per.items()}

@@ -22,15 +22,15 @@ _AXES: dict[str, tuple[str, ...]] = {
               "a line or two", "few lines", "bite-sized", "snappy", "punchy", "essentials", "bare bones",
               "nutshell", "quick answer", "shorter", "economical", "digestible", "only what", "gist",
               "headline", "tweet", "pithy", "laconic", "condens", "abridged", "abbreviated", "sound bite",
-              "elevator pitch", "in brief", "fewer words", "streamlined", "brevity", "one-line", "economy of words",
+              "elevator pitch", "in brief", "fewer words", "streamlined", "brevity", "economy of words",
               "just the answer", "as little as possible", "less text"),
     "long": ("detail", "thorough", "in depth", "in-depth", "comprehensive", "long", "elaborat", "extensive",
              "exhaustive", "complete", "expand", "full picture", "everything", "deep", "depth", "explain fully",
              "cover all", "leave nothing out", "more context", "background", "lengthy", "verbose", "wordy",
              "rambl", "long-winded", "wall of text", "walls of text", "fluff", "filler", "pad", "waffl",
              "tangent", "essays", "longer", "nuance", "at length", "full story", "long version", "blog",
-             "expansive", "in full", "walk me through", "all the details", "preamble", "long form", "long-form", "much text", "every angle", "every aspect", "all aspects", "backstory",
-             "as much space", "more words", "extended"),
+             "expansive", "in full", "walk me through", "all the details", "preamble", "long form", "much text",
+             "every angle", "every aspect", "all aspects", "backstory", "as much space", "more words", "extended"),
     "academic": ("academ", "scholar", "research", "scientific", "theory", "theoret", "rigor", "evidence",
                  "citation", "cite", "formal", "technical", "precise", "journal", "university", "professor"),
     "business": ("business", "professional", "corporate", "practical", "actionable", "industry", "market",
@@ -171,6 +171,7 @@ _BACK_NEGATORS = re.compile(
     r"(?:is|are) not for me|(?:do|does) nothing for me|lose me|"
     r"(?:is|are)(?: not|n't) (?:a virtue|a plus|good|helpful|useful|enough|what i (?:want|need)|my thing|for me))\b")
 
+# the text's hyphens read as spaces (``_rewrite_idioms``), so the keywords' do too
 _AXES = {axis: tuple(dict.fromkeys(w.replace("-", " ") for w in words)) for axis, words in _AXES.items()}
 LEXICON_AXES = tuple(_AXES) + ("negation",)
 

@@ -106,15 +106,24 @@ def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch
     judged: list[Judged] = []
     for name, samples in loaded:
         judged.extend(judge_samples(judge, samples, file=name, batch_size=batch_size))
-    by_file = {n: summarize([j for j in judged if j.file == n]) for n in names}
-    sources = sorted({j.sample.source for j in judged})
-    by_source = {s or "(none)": summarize([j for j in judged if j.sample.source == s]) for s in sources}
-    families = sorted({f for j in judged if (f := _family(j.sample))})
-    by_family = {f: summarize([j for j in judged if _family(j.sample) == f]) for f in families}
+    by_file = _grouped(judged, lambda j: j.file)
+    by_source = {k or "(none)": v for k, v in _grouped(judged, lambda j: j.sample.source).items()}
+    by_family = _grouped(judged, lambda j: family_of(j.sample))
+    by_family.pop("", None)   # samples without a family count overall only
+    by_file = {n: by_file.get(n) or summarize([]) for n in names}   # in the order given
     return EvalReport(judge.identity, names, summarize(judged), by_file, by_source, by_family,
                       time.perf_counter() - t0)
 
 
-def _family(s: PreferenceSample) -> str:
+def _grouped(judged: Sequence[Judged], key) -> dict[str, dict]:
+    """``summarize`` of each group of ``judged`` by ``key``, groups in sorted order."""
+    groups: dict[str, list[Judged]] = {}
+    for j in judged:
+        groups.setdefault(key(j), []).append(j)
+    return {k: summarize(groups[k]) for k in sorted(groups)}
+
+
+def family_of(s: PreferenceSample) -> str:
+    """The sample's criteria family (our files' ``family`` field), or "" when it has none."""
     f = s.meta_value("family", "")
     return f if isinstance(f, str) else ""
