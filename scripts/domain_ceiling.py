@@ -10,6 +10,9 @@ these answers. Queries missing one of the styles are left out.
 
     python scripts/domain_ceiling.py --eval artifacts/data-full/eval/domain_style.jsonl [--contextual]
 
+The last probe is the fast CRM's register scorer (``usl.crm.register``, hashed word and character
+n-grams, one scorer per style trained pairwise within a query), fitted the same way.
+
 ``--contextual`` adds the probe on all-MiniLM-L6-v2 sentence embeddings (256 tokens; about a
 minute on 2 cores). Prints overall accuracy and accuracy per ``winner>loser`` contrast.
 """
@@ -73,6 +76,12 @@ def main(argv=None) -> None:
         logp = clf.predict_log_proba(vec.transform(test_texts)).reshape(-1, 4, 4)
         acc, per = pairwise_accuracy(logp)
         print(f"{name}: {acc:.3f} {per}")
+    from usl.crm.register import RegisterConfig, fit_register
+
+    groups = [dict(zip(STYLES, texts[4 * i:4 * i + 4])) for i in np.flatnonzero(~is_test)]
+    scorer, _ = fit_register(groups, RegisterConfig(labels=STYLES))
+    acc, per = pairwise_accuracy(scorer.scores(test_texts).reshape(-1, 4, 4))  # score of class c = its logit
+    print(f"register scorer (pairwise within a query): {acc:.3f} {per}")
     if args.contextual:
         from sentence_transformers import SentenceTransformer
 

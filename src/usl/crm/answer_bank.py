@@ -1,7 +1,8 @@
 """Criteria-independent vectors for (query, answer) pairs, computed once and kept.
 
 ``AnswerBank.rows(queries, answers)`` returns row indices into growing arrays ``r`` (static MiniLM
-answer vector), ``feats`` (raw style features) and ``cos_q`` (query-answer cosine). Rows are
+answer vector), ``feats`` (raw style features, then the register scores of ``register.py`` when the
+model has a register scorer) and ``cos_q`` (query-answer cosine). Rows are
 keyed by the (query, answer) strings, so the same answer is embedded once per process; a whole
 benchmark's arrays are also saved to the cache directory as one ``.npz`` keyed by a content hash,
 so a restart loads them in well under a second instead of recomputing.
@@ -17,6 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from usl.crm.features import FEATURES, style_features
+from usl.crm.register import RegisterScorer
 from usl.crm.static_embed import StaticEmbedder
 
 log = logging.getLogger(__name__)
@@ -25,13 +27,19 @@ BANK_VERSION = "bank-v1"
 
 
 class AnswerBank:
-    def __init__(self, static: StaticEmbedder, cache_dir: str | Path | None = None, chunk: int = 2000):
+    def __init__(self, static: StaticEmbedder, cache_dir: str | Path | None = None, chunk: int = 2000,
+                 register: RegisterScorer | None = None, register_overrides: dict[str, np.ndarray] | None = None):
+        """``register_overrides``: answer text -> register scores to use instead of the scorer's
+        (training uses it for cross-fitted scores of the answers the scorer was fitted on)."""
         self.static = static
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.chunk = chunk
+        self.register = register
+        self.register_overrides = register_overrides or {}
+        self.feature_names = FEATURES + (register.names if register else ())
         self._index: dict[tuple[str, str], int] = {}
         self.r = np.zeros((0, 384), np.float32)
-        self.feats = np.zeros((0, len(FEATURES)), np.float32)
+        self.feats = np.zeros((0, len(self.feature_names)), np.float32)
         self.cos_q = np.zeros((0,), np.float32)
 
     def __len__(self) -> int:
@@ -69,7 +77,9 @@ class AnswerBank:
         if self.cache_dir is None:
             return None
         h = hashlib.sha256(BANK_VERSION.encode())
-        h.update(",".join(FEATURES).encode())
+        h.update(",".join(self.feature_names).encode())
+        if self.register is not None:
+            h.update(self.register.fingerprint().encode())
         for q, a in keys:
             h.update(q.encode())
             h.update(b"\0")
@@ -92,12 +102,22 @@ class AnswerBank:
             qv = dict(zip(uq, self.static.encode(uq)))
             cs.append(np.einsum("nd,nd->n", r, np.stack([qv[q] for q in qs])).astype(np.float32))
             rs.append(r)
-            fs.append(style_features(ans))
+            fs.append(self._features(ans))
             bar.update(len(part))
             if progress:
                 progress(min(start + self.chunk, len(keys)), len(keys))
         bar.close()
         self._append(keys, np.concatenate(rs), np.concatenate(fs), np.concatenate(cs))
+
+    def _features(self, answers: list[str]) -> np.ndarray:
+        f = style_features(answers)
+        if self.register is None:
+            return f
+        reg = self.register.scores(answers)
+        for i, a in enumerate(answers):
+            if a in self.register_overrides:
+                reg[i] = self.register_overrides[a]
+        return np.concatenate([f, reg], 1)
 
     def _append(self, keys, r, feats, cos_q) -> None:
         base = len(self.r)

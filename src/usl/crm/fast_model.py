@@ -26,6 +26,7 @@ from torch import nn
 
 from usl.crm.criteria_lexicon import LEXICON_AXES, leading_negation, strip_intensifiers
 from usl.crm.features import FEATURES
+from usl.crm.register import RegisterScorer
 
 AVOID_PREFIX = "avoid:"
 
@@ -52,9 +53,12 @@ class FastCRMConfig:
 
 
 class FastCRM(nn.Module):
-    def __init__(self, cfg: FastCRMConfig, vocab_size: int = 30522):
+    def __init__(self, cfg: FastCRMConfig, vocab_size: int = 30522, register: RegisterScorer | None = None):
         super().__init__()
+        if cfg.features != FEATURES + (register.names if register else ()) or cfg.n_features != len(cfg.features):
+            raise ValueError("FastCRMConfig.features must be the style features, then the register scorer's")
         self.cfg = cfg
+        self.register = register  # answer register scores, the last features (register.py); None = none
         d, F, H = cfg.dim, cfg.n_features, cfg.hidden
         dc = d + len(cfg.lexicon)  # a criterion: sentence embedding + keyword features
         self.register_buffer("feat_mean", torch.zeros(F))
@@ -136,6 +140,8 @@ class FastCRM(nn.Module):
         save_file({k: v.detach().contiguous() for k, v in self.state_dict().items()}, out / "model.safetensors")
         cfg = asdict(self.cfg) | {"vocab_size": int(self.idf.numel())}
         (out / "config.json").write_text(json.dumps(cfg | {"extra": extra or {}}, indent=2))
+        if self.register is not None:
+            self.register.save(out)
 
     @classmethod
     def load(cls, path: str | Path) -> "FastCRM":
@@ -147,11 +153,13 @@ class FastCRM(nn.Module):
         vocab = raw.pop("vocab_size", 30522)
         raw["features"] = tuple(raw["features"])
         raw["lexicon"] = tuple(raw.get("lexicon", ()))
-        if raw["features"] != FEATURES:
-            raise ValueError(f"{p}: model was trained with other style features; retrain it")
+        register = RegisterScorer.load(p)
+        if raw["features"] != FEATURES + (register.names if register else ()):
+            raise ValueError(f"{p}: model was trained with other style features"
+                             f"{'' if register else ' (or its register.npz is missing)'}; retrain it")
         if raw["lexicon"] != LEXICON_AXES:
             raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
-        model = cls(FastCRMConfig(**raw), vocab_size=vocab)
+        model = cls(FastCRMConfig(**raw), vocab_size=vocab, register=register)
         state = load_file(p / "model.safetensors")
         missing = sorted(set(model.state_dict()) - set(state))
         if missing:

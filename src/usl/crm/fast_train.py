@@ -26,6 +26,7 @@ from usl.crm.criteria_encoder import CriteriaEncoder
 from usl.crm.criteria_lexicon import lexicon_matrix
 from usl.crm.fast_model import FastCRM, FastCRMConfig, as_tensor, split_sign
 from usl.crm.formatting import judged_texts
+from usl.crm.register import RegisterConfig, RegisterScorer, fit_register
 from usl.crm.static_embed import StaticEmbedder, fit_idf
 from usl.data.paper_jsonl import read_samples
 from usl.types import DataError, PreferenceSample
@@ -58,6 +59,10 @@ class FastTrainConfig:
     distill_criteria_only: bool = field(default=False, metadata={
         "help": "Distillation pairs train only the criteria side: how criteria read the answers. The answer "
                 "vectors and the quality head then learn from labelled pairs alone."})
+    register_prefix: str = field(default="domain_", metadata={
+        "help": "Criteria families starting with this prefix label answers (the winner of each such pair is "
+                "written in the family's style) for the register scorer, whose scores become answer features "
+                "(register.py). '' = no register scorer."})
     oversample: dict = field(default_factory=lambda: {"human/": 3},
                              metadata={"help": "Source prefix -> how many times its samples appear per epoch."})
 
@@ -91,6 +96,32 @@ def _read_distill(path: str) -> list[PreferenceSample]:
             raise DataError(f"sample {s.idx!r}: a distillation pair needs the full CRM's probability that "
                             f"A wins, in [0, 1]; got {p!r}", path=path, field="p_a")
     return samples
+
+
+def _register_groups(samples: list[PreferenceSample], prefix: str) -> list[dict[str, str]]:
+    """One dict family -> answer text per query, from the winners of pairs whose criteria family starts
+    with ``prefix`` (a domain-style pair is won by the answer written in the criteria's style)."""
+    groups: dict[str, dict[str, str]] = {}
+    for s in samples:
+        family = str(s.meta_value("family", ""))
+        if not prefix or not family.startswith(prefix) or s.preference == "tie":
+            continue
+        q, ra, rb = judged_texts(s.prompt, s.model_a, s.model_b)
+        key = q  # the query: `group` names a pair, and one answer is in several pairs
+        groups.setdefault(key, {})[family] = ra if s.preference == "model_a" else rb
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def _register(samples: list[PreferenceSample], cfg: FastTrainConfig) -> tuple[RegisterScorer | None, dict]:
+    groups = _register_groups(samples, cfg.register_prefix)
+    if not groups:
+        if cfg.register_prefix:
+            log.info("no %s* pairs in the training data: no register scorer", cfg.register_prefix)
+        return None, {}
+    labels = tuple(sorted({label for g in groups for label in g}))
+    scorer, held = fit_register(groups, RegisterConfig(labels=labels), seed=cfg.seed)
+    log.info("register scorer: %d labels (%s) fitted on %d queries", len(labels), ", ".join(labels), len(groups))
+    return scorer, held
 
 
 def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[str, int],
@@ -223,7 +254,8 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     static = StaticEmbedder(cache_dir / "static")
     answers = list(dict.fromkeys(x for s in train for x in judged_texts(s.prompt, s.model_a, s.model_b)[1:]))
     static.idf = fit_idf(static.token_ids(answers), static.table.shape[0])
-    bank = AnswerBank(static)
+    register, held = _register(train, cfg)
+    bank = AnswerBank(static, register=register, register_overrides=held)
     crit_texts = sorted({split_sign(c)[0] for s in train + distill + dev for c in s.criteria})
     crit_index = {t: i for i, t in enumerate(crit_texts)}
     tune = cfg.encoder_lr > 0
@@ -231,7 +263,9 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     tr, dv = _encode(train + distill, bank, crit_index, len(distill)), _encode(dev, bank, crit_index)
     log.info("encoded %d answers, %d criteria in %.0f s", len(bank), len(crit_texts), time.time() - t0)
 
-    model = FastCRM(FastCRMConfig(hidden=cfg.hidden), vocab_size=len(static.idf))
+    names = bank.feature_names
+    model = FastCRM(FastCRMConfig(hidden=cfg.hidden, n_features=len(names), features=names),
+                    vocab_size=len(static.idf), register=register)
     model.idf.copy_(torch.from_numpy(static.idf))
     model.feat_mean.copy_(torch.from_numpy(bank.feats.mean(0)))
     model.feat_std.copy_(torch.from_numpy(bank.feats.std(0) + 1e-4))

@@ -66,7 +66,7 @@ class FastJudge:
         self.model = FastCRM.load(self.weights)
         cache = paths.cache_dir(home)
         self.static = StaticEmbedder(cache / "static", idf=self.model.idf.numpy())
-        self.bank = AnswerBank(self.static, cache / "answers")
+        self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register)
         adapter = self.weights / ADAPTER_DIR
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
         self._answer_repr: dict | None = None
