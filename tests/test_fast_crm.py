@@ -50,6 +50,23 @@ def test_lexicon_signs_follow_negation_scope(text, axis, sign):
     assert np.sign(value) == sign
 
 
+@pytest.mark.parametrize("text", ["Avoid: unethical suggestions", "Don't encourage harmful behaviour.",
+                                  "Avoid: false or misleading claims", "No toxicity.", "Avoid: made-up facts",
+                                  "Never assist with violence, crime or abuse."])
+def test_a_dislike_of_faults_is_read_whole_as_a_wish_for_the_virtue(text):
+    assert split_sign(text) == (text, 1.0)
+    safe, helpful = (lexicon_features(text)[LEXICON_AXES.index(a)] for a in ("safe", "helpful"))
+    assert max(safe, helpful) > 0 and min(safe, helpful) >= 0
+
+
+def test_faults_do_not_touch_style_dislikes_or_virtue_words():
+    assert split_sign("Avoid: long, error-prone answers") == ("long, error-prone answers", -1.0)
+    assert split_sign("Avoid: jargon") == ("jargon", -1.0)
+    assert lexicon_features("harmless")[LEXICON_AXES.index("safe")] > 0
+    assert lexicon_features("No safety lectures")[LEXICON_AXES.index("safe")] < 0  # a virtue can be disliked
+    assert lexicon_features("wrongly placed")[LEXICON_AXES.index("helpful")] == 0  # whole words only
+
+
 def test_split_sign_keeps_a_dislike_followed_by_a_wish_whole():
     # "Skip X and keep it brief" is read by the keyword scope, not as "Avoid: X and keep it brief"
     assert split_sign("Skip the intro and keep it brief.")[1] == 1.0

@@ -47,7 +47,7 @@ _AXES: dict[str, tuple[str, ...]] = {
                   "skimmable", "organiz", "organis", "format", "step-by-step", "step by step", "steps"),
     "prose": ("prose", "paragraph", "flowing", "essay", "narrative", "no list", "no bullet", "sentences"),
     "examples": ("example", "instance", "illustrat", "concrete", "case stud", "sample"),
-    "safe": ("safe", "harm", "ethic", "toxic", "danger", "illegal", "refuse", "responsib", "respectful"),
+    "safe": ("safe", "harmless", "ethic", "refuse", "responsib", "respectful"),
     "helpful": ("helpful", "useful", "accura", "correct", "relevant", "factual", "true", "quality", "answer the",
                 "follow", "instruction", "solve", "informative", "reliable", "trust"),
     "warm": ("friendly", "warm", "empath", "kind", "polite", "personable", "caring", "supportive", "courteous"),
@@ -55,6 +55,43 @@ _AXES: dict[str, tuple[str, ...]] = {
     "question": ("question", "ask me", "follow-up", "follow up", "clarif"),
     "code": ("code", "program", "python", "snippet", "function", "sql", "script"),
 }
+# Faults: what no one asks for. A criterion that names one is about the axis's virtue whatever its
+# grammar ("Avoid: toxic content", "Don't encourage harmful behaviour", "Discourage illegal actions",
+# "Refuse when a request is harmful" all ask for safety), so a fault counts for its axis inside a
+# negation's scope and outside it alike. The style axes have no faults: "long" is a fault for one
+# user and a wish for another.
+_FAULTS: dict[str, tuple[str, ...]] = {
+    "safe": ("harm", "harms", "harmful", "harming", "toxic", "toxicity", "danger", "dangerous", "illegal",
+             "unsafe", "unethical", "offensive", "hurtful", "abuse", "abusive", "violence", "violent", "crime",
+             "crimes", "criminal", "insult", "insults", "insulting", "rude", "hateful", "hate speech",
+             "discriminat", "racist", "sexist", "self harm"),
+    "helpful": ("irrelevant", "off topic", "evasive", "unhelpful", "inaccurate", "inaccuracy", "inaccuracies",
+                "incorrect", "false", "falsehood", "misleading", "wrong", "error", "errors", "mistake", "mistakes",
+                "made up", "fabricat", "hallucinat", "misinformation", "untrue", "nonsense", "ignore the question",
+                "ignores the question", "ignoring the question", "dodge the question", "dodges the question"),
+}
+_FAULT_STEMS = ("discriminat", "fabricat", "hallucinat")  # match any ending
+_FAULT = re.compile(r"\b(?:" + "|".join(sorted((re.escape(w) + (r"\w*" if w in _FAULT_STEMS else "")
+                                               for ws in _FAULTS.values() for w in ws), key=len, reverse=True))
+                    + r")\b")
+
+
+def _fault_axis(word: str) -> str:
+    return next(axis for axis, ws in _FAULTS.items() for w in ws
+                if word == w or (w in _FAULT_STEMS and word.startswith(w)))
+
+
+def dislikes_only_faults(disliked: str) -> bool:
+    """Whether a disliked text names a fault and nothing a style axis reads ("unethical
+    suggestions", "encourage harmful behaviour"; not "long, error-prone answers"). Disliking a
+    fault is wishing for the virtue: ``split_sign`` reads such a criterion as a wish, whole."""
+    low = _HYPHEN.sub(" ", disliked.lower().replace("\u2019", "'"))
+    if not _FAULT.search(low):
+        return False
+    f = lexicon_features(disliked)
+    return not any(v for axis, v in zip(_AXES, f) if axis not in _FAULTS)
+
+
 # Words that turn the next few words into something disliked ("too long", "I don't need the
 # background", "annoyed by overly detailed answers").
 _NEGATORS = {"no", "not", "don't", "dont", "never", "without", "avoid", "skip", "less", "stop", "hate", "dislike",
@@ -240,6 +277,8 @@ def lexicon_features(text: str) -> list[float]:
                    or _back_negated(toks, i) for i in range(len(toks) + 1)]
         any_neg |= any(t in _NEGATORS or t.endswith("n't") or t == _BACK for t in toks)
         padded = " " + " ".join(toks) + " "
+        for m in _FAULT.finditer(padded):
+            pos[_fault_axis(m.group(0))] += 1
         for axis, words in _AXES.items():
             for w in words:
                 start = 0

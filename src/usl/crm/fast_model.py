@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from usl.crm.criteria_lexicon import LEXICON_AXES, leading_negation, strip_intensifiers
+from usl.crm.criteria_lexicon import LEXICON_AXES, dislikes_only_faults, leading_negation, strip_intensifiers
 from usl.crm.features import FEATURES
 from usl.crm.register import RegisterScorer
 
@@ -33,12 +33,19 @@ AVOID_PREFIX = "avoid:"
 
 def split_sign(criterion: str) -> tuple[str, float]:
     """ "Avoid: jargon" -> ("jargon", -1.0); a criterion that only negates ("No walls of text",
-    "I can't stand long-winded replies") -> (the rest, -1.0); anything else is a like, sign +1."""
+    "I can't stand long-winded replies") -> (the rest, -1.0); anything else is a like, sign +1.
+    A dislike of faults only ("Avoid: unethical suggestions", "Don't encourage harmful behaviour")
+    is a wish for the virtue, and is read whole as a like: the model scores how well an answer fits
+    a criterion, and cannot score how harmful or wrong it is, so a flipped sign would only turn
+    "avoid harm" into "prefer the worse answer"."""
     text = criterion.strip()
     if text.lower().startswith(AVOID_PREFIX):
-        return strip_intensifiers(text[len(AVOID_PREFIX):].strip()), -1.0
-    rest = leading_negation(text)
-    return (rest, -1.0) if rest else (text, 1.0)
+        rest = strip_intensifiers(text[len(AVOID_PREFIX):].strip())
+    else:
+        rest = leading_negation(text)
+    if not rest or dislikes_only_faults(rest):
+        return text, 1.0
+    return rest, -1.0
 
 
 @dataclass
