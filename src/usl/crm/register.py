@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class RegisterScorer:
                             config=np.array(json.dumps(asdict(self.cfg))))
 
     @classmethod
-    def load(cls, path: str | Path) -> "RegisterScorer | None":
+    def load(cls, path: str | Path) -> RegisterScorer | None:
         """The scorer saved with a model (``path`` is the model directory), or None if it has none."""
         f = Path(path) / FILE
         if not f.exists():
