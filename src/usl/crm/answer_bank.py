@@ -79,7 +79,7 @@ class AnswerBank:
         h = hashlib.sha256(BANK_VERSION.encode())
         h.update(",".join(self.feature_names).encode())
         if self.register is not None:
-            h.update(self.register.fingerprint().encode())
+            h.update(self.register.fingerprint.encode())
         for q, a in keys:
             h.update(q.encode())
             h.update(b"\0")
@@ -114,9 +114,10 @@ class AnswerBank:
         if self.register is None:
             return f
         reg = self.register.scores(answers)
-        for i, a in enumerate(answers):
-            if a in self.register_overrides:
-                reg[i] = self.register_overrides[a]
+        if self.register_overrides:
+            for i, a in enumerate(answers):
+                if a in self.register_overrides:
+                    reg[i] = self.register_overrides[a]
         return np.concatenate([f, reg], 1)
 
     def _append(self, keys, r, feats, cos_q) -> None:

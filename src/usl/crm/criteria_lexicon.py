@@ -71,14 +71,9 @@ _FAULTS: dict[str, tuple[str, ...]] = {
                 "ignores the question", "ignoring the question", "dodge the question", "dodges the question"),
 }
 _FAULT_STEMS = ("discriminat", "fabricat", "hallucinat")  # match any ending
-_FAULT = re.compile(r"\b(?:" + "|".join(sorted((re.escape(w) + (r"\w*" if w in _FAULT_STEMS else "")
-                                               for ws in _FAULTS.values() for w in ws), key=len, reverse=True))
-                    + r")\b")
-
-
-def _fault_axis(word: str) -> str:
-    return next(axis for axis, ws in _FAULTS.items() for w in ws
-                if word == w or (w in _FAULT_STEMS and word.startswith(w)))
+_FAULT_RES = {axis: re.compile(r"\b(?:" + "|".join(sorted((re.escape(w) + (r"\w*" if w in _FAULT_STEMS else "")
+                                                           for w in ws), key=len, reverse=True)) + r")\b")
+              for axis, ws in _FAULTS.items()}
 
 
 def dislikes_only_faults(disliked: str) -> bool:
@@ -86,7 +81,7 @@ def dislikes_only_faults(disliked: str) -> bool:
     suggestions", "encourage harmful behaviour"; not "long, error-prone answers"). Disliking a
     fault is wishing for the virtue: ``split_sign`` reads such a criterion as a wish, whole."""
     low = _HYPHEN.sub(" ", disliked.lower().replace("\u2019", "'"))
-    if not _FAULT.search(low):
+    if not any(r.search(low) for r in _FAULT_RES.values()):
         return False
     f = lexicon_features(disliked)
     return not any(v for axis, v in zip(_AXES, f) if axis not in _FAULTS)
@@ -277,8 +272,8 @@ def lexicon_features(text: str) -> list[float]:
                    or _back_negated(toks, i) for i in range(len(toks) + 1)]
         any_neg |= any(t in _NEGATORS or t.endswith("n't") or t == _BACK for t in toks)
         padded = " " + " ".join(toks) + " "
-        for m in _FAULT.finditer(padded):
-            pos[_fault_axis(m.group(0))] += 1
+        for axis, faults in _FAULT_RES.items():
+            pos[axis] += len(faults.findall(padded))
         for axis, words in _AXES.items():
             for w in words:
                 start = 0

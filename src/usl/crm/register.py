@@ -16,6 +16,7 @@ trust scores that are perfect only on the answers they were fitted to.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -62,6 +63,7 @@ class RegisterScorer:
     def names(self) -> tuple[str, ...]:
         return self.cfg.names
 
+    @functools.cached_property
     def fingerprint(self) -> str:
         h = hashlib.sha256(json.dumps(asdict(self.cfg)).encode())
         h.update(self.idf.tobytes())
@@ -124,11 +126,12 @@ def _fit(groups: Sequence[Mapping[str, str]], counts, index: dict[str, int], cfg
     x = _tfidf(counts, idf).tocsr()
     coef = np.zeros((len(cfg.labels), counts.shape[1]), np.float32)
     for j, label in enumerate(cfg.labels):
-        diffs = [x[index[g[label]]] - x[index[t]] for g in groups if label in g
+        pairs = [(index[g[label]], index[t]) for g in groups if label in g
                  for other, t in g.items() if other != label and t != g[label]]
-        if not diffs:
+        if not pairs:
             continue
-        d = sp.vstack(diffs)
+        mine, others = map(list, zip(*pairs))
+        d = x[mine] - x[others]  # the answer in the style minus another answer to the same query
         clf = LogisticRegression(C=cfg.c, fit_intercept=False, max_iter=3000)
         clf.fit(sp.vstack([d, -d]), np.r_[np.ones(d.shape[0]), np.zeros(d.shape[0])])
         coef[j] = clf.coef_[0]
