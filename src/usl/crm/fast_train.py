@@ -107,8 +107,8 @@ def _register_groups(samples: list[PreferenceSample], prefix: str) -> list[dict[
         if not prefix or not family.startswith(prefix) or s.preference == "tie":
             continue
         q, ra, rb = judged_texts(s.prompt, s.model_a, s.model_b)
-        key = q  # the query: `group` names a pair, and one answer is in several pairs
-        groups.setdefault(key, {})[family] = ra if s.preference == "model_a" else rb
+        # keyed by the query: `group` names a pair, and one answer is in several pairs
+        groups.setdefault(q, {})[family] = ra if s.preference == "model_a" else rb
     return [g for g in groups.values() if len(g) > 1]
 
 
