@@ -9,11 +9,14 @@ wordings, and how many wordings reach 0.95.
         --wordings configs/length_wordings/probe_independent_a.json [--wordings ...] \\
         --data artifacts/data-full/eval/length_flip.jsonl [--limit 600] [--json]
 
-Probe files hold {"concise": [...], "detailed": [...]}. The three ``probe_independent_*.json`` (30,
-60 and 60 wordings a side) were written by helper sessions that saw neither the code nor the
-criteria libraries nor each other's files, each briefed differently (a settings box of a ranking
-site; varied phrasings; rubric and user styles). ``probe_worked_on.json`` holds the wordings that
-steered changes to the keyword reading, so its figures are not a held-out test.
+Probe files hold {"concise": [...], "detailed": [...]}. All ``probe_independent_*.json`` were
+written by helper sessions that saw neither the code nor the criteria libraries nor each other's
+files, each briefed differently (a settings box of a ranking site; varied phrasings; rubric and user
+styles; criteria for a reward-model test; a free-text box filled in by many kinds of people).
+Which of them still measure fairly depends on whether their failures steered the keyword reading:
+``a``, ``b``, ``c`` (30, 60, 60 a side, session 9) and ``d``, ``e`` (60 a side, session 11) did,
+and so did ``probe_worked_on.json``; ``f``, ``g`` and ``h`` (60 a side, session 11) have not
+been looked at, and are the held-out measure. Write new blind sets before steering by them.
 """
 
 from __future__ import annotations

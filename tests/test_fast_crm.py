@@ -122,6 +122,41 @@ def test_lexicon_contrasts_and_amounts(text, short, long):
     assert (np.sign(f[LEXICON_AXES.index("short")]), np.sign(f[LEXICON_AXES.index("long")])) == (short, long)
 
 
+@pytest.mark.parametrize("text,short,long", [
+    # a clause's subject judged by a negative predicate (VADER polarity, not a list of ours)
+    ("Lengthy write-ups bore me to tears.", 0, -1), ("Terse replies never answer my follow-ups.", -1, 0),
+    ("Detailed explanations don't bother me at all.", 0, 1), ("I find brief replies unhelpful.", -1, 0),
+    # chained negation: a negated negator likes
+    ("I don't like answers that don't go in depth.", 0, 1), ("Never give me answers that aren't brief.", 1, 0),
+    ("I don't want replies that are too long.", 0, -1),  # an excess word dislikes whatever negates it
+    # "when"/"if" clauses judged by their main clause, and the negations inside them
+    ("When a reply drags on at length, I get bored.", 0, -1), ("I hate it when replies are short.", -1, 0),
+    ("It drives me mad when replies aren't detailed.", 0, 1),
+    ("If it can be said in two lines, don't use twenty.", 1, 0),  # a directive is no judgement of the "if"
+    # rhetorical questions and rejected fragments complain
+    ("Why are these replies always so verbose?", 0, -1), ("Summaries? Ugh, no.", -1, 0),
+    # comparatives and preferences over
+    ("Compact replies are more useful to me than exhaustive ones.", 1, -1),
+    ("I'd pick an elaborate reply over a terse one.", -1, 1),
+    # a wish after a comma is no part of the dislike before it
+    ("I don't need the background, just the gist.", 1, -1), ("Please don't condense, elaborate.", -1, 1),
+    # amounts in words and reading time
+    ("A three-word reply is ideal.", 1, 0), ("Spend a few hundred words on it.", 0, 1),
+    ("It should take under 20 seconds to read.", 1, 0),
+    # misspelt keywords
+    ("more thorugh answers", 0, 1), ("concize replies", 1, 0),
+])
+def test_lexicon_reads_judgements_of_length(text, short, long):
+    f = lexicon_features(text)
+    assert (np.sign(f[LEXICON_AXES.index("short")]), np.sign(f[LEXICON_AXES.index("long")])) == (short, long)
+
+
+@pytest.mark.parametrize("text", ["contact details", "the impact of curing a disease", "retail strategy"])
+def test_respelling_leaves_real_words_alone(text):
+    from usl.crm.criteria_lexicon import _rewrite_idioms
+    assert _rewrite_idioms(text) == text
+
+
 @pytest.mark.parametrize("text", [
     "I prefer answers that stick to the task as specified.",   # "prefer X to Y" needs a noun phrase Y
     "Answers should read like a memo to a manager.",

