@@ -14,9 +14,9 @@ written by helper sessions that saw neither the code nor the criteria libraries 
 files, each briefed differently (a settings box of a ranking site; varied phrasings; rubric and user
 styles; criteria for a reward-model test; a free-text box filled in by many kinds of people).
 Which of them still measure fairly depends on whether their failures steered the keyword reading:
-``a``, ``b``, ``c`` (30, 60, 60 a side, session 9) and ``d``, ``e`` (60 a side, session 11) did,
-and so did ``probe_worked_on.json``; ``f``, ``g`` and ``h`` (60 a side, session 11) have not
-been looked at, and are the held-out measure. Write new blind sets before steering by them.
+``a``, ``b``, ``c`` (30, 60, 60 a side, session 9) and ``d``, ``e``, ``f`` (60 a side, session 11)
+did, and so did ``probe_worked_on.json``; ``g`` and ``h`` (60 a side, session 11) have not been
+looked at, and are the held-out measure. Write new blind sets before steering by them.
 """
 
 from __future__ import annotations

@@ -145,6 +145,10 @@ def test_lexicon_contrasts_and_amounts(text, short, long):
     ("It should take under 20 seconds to read.", 1, 0),
     # misspelt keywords
     ("more thorugh answers", 0, 1), ("concize replies", 1, 0),
+    # what an answer can do without, and agents as subjects
+    ("Just give me the verdict, nothing else.", 1, 0), ("A whole paragraph is too much for me.", 0, -1),
+    ("Do not walk me through every step.", 0, -1), ("Assistants that pad their replies lose me.", 0, -1),
+    ("Skimming over the tricky parts is not okay.", -1, 0),
 ])
 def test_lexicon_reads_judgements_of_length(text, short, long):
     f = lexicon_features(text)

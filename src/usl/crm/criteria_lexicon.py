@@ -26,7 +26,11 @@ _AXES: dict[str, tuple[str, ...]] = {
               "elevator pitch", "in brief", "fewer words", "streamlined", "brevity", "economy of words",
               "just the answer", "as little as possible", "less text", "tldr", "superficial", "shallow", "skimpy",
               "scant", "curt", "clipped", "text message", "sticky note", "post it", "less is better",
-              "one screen", "phone screen", "as few words", "bare minimum", "minimum needed", "minimum necessary"),
+              "one screen", "phone screen", "as few words", "bare minimum", "minimum needed", "minimum necessary",
+              "fewest words", "fewest possible words", "only the answer", "the answer itself", "nothing else",
+              "nothing more", "yes or no", "save space", "saving space", "halfway", "half answer",
+              "half finished", "unfinished", "incomplete", "gloss over", "skim over", "glossing over",
+              "skimming over", "glosses over", "skims over"),
     "long": ("detail", "thorough", "in depth", "in-depth", "comprehensive", "long", "elaborat", "extensive",
              "exhaustive", "complete", "expand", "full picture", "everything", "deep", "depth", "explain fully",
              "cover all", "leave nothing out", "more context", "background", "lengthy", "verbose", "wordy",
@@ -34,7 +38,9 @@ _AXES: dict[str, tuple[str, ...]] = {
              "tangent", "essays", "longer", "nuance", "at length", "full story", "long version", "blog",
              "expansive", "in full", "walk me through", "all the details", "preamble", "long form", "much text",
              "every angle", "every aspect", "all aspects", "backstory", "as much space", "more words", "extended",
-             "essay", "chapter", "treatise", "bloat", "verbosity", "more is more", "more is better", "the more the better"),
+             "essay", "chapter", "treatise", "bloat", "verbosity", "side note", "extra tips", "extras", "every step", "each step", "many words",
+             "lots of words", "a lot of text", "lots of text", "from the ground up", "from scratch", "explain more",
+             "reasoning behind", "whys and hows", "how you got there", "spell out", "nitty gritty", "more is more", "more is better", "the more the better"),
     "academic": ("academ", "scholar", "research", "scientific", "theory", "theoret", "rigor", "evidence",
                  "citation", "cite", "formal", "technical", "precise", "journal", "university", "professor"),
     "business": ("business", "professional", "corporate", "practical", "actionable", "industry", "market",
@@ -131,6 +137,12 @@ _PHRASES = (
     (re.compile(r"\bstop(?:s|ping)? (?:at|after|with)\b"), " end with "),
     (re.compile(r"\b(?:trim|cut|boil|pare|strip)(?: it| them| this| things| everything)? down to\b"), " keep to "),
     (re.compile(r"\b(?:time|room|space) to spare\b"), " time "),  # "spare" is no "spare me"  # "don't stop at a summary": a limit
+    (re.compile(r"\bjust (?:give me |tell me |say |state |answer with )?(?:the|a|your) (?:core |actual |bare |direct |final )?"
+                r"(?:answer|result|number|facts?|conclusion|verdict|bottom line|gist)\b"), " just the answer "),
+    (re.compile(r"\bsmall (?=answers?\b|replies\b|reply\b|responses?\b)|\bstart small\b"), " short "),
+    (re.compile(r"\bexplain (?:\w+ ){0,2}(?:fully|thoroughly|in full|completely|in detail)\b"), " explain fully "),
+    (re.compile(r"\bmore rather than less\b"), " more is more "),
+    (re.compile(r"\bless rather than more\b"), " less is more "),
     (re.compile(r"\bkeep going\b|\bgo further\b|\bgo beyond\b"), " expand "),
     (re.compile(r"\bcut to the chase\b|\bget to the point\b|\bbottom line\b|\bin a nutshell\b|"
                 r"\bshort and sweet\b|\bat a glance\b|\bkeep it tight\b|\btight\b"), " to the point "),
@@ -164,6 +176,7 @@ _QUANTITIES = (
                 rf"not less than|past|beyond|exceeding|exceeds?|longer than) {_AMOUNT} (?:\w+ )?{_UNIT}\b|"
                 rf"\b{_AMOUNT} (?:\w+ )?{_UNIT} (?:at least|or more|minimum|plus)\b"),
      " long "),
+    (re.compile(r"\b(?:a|one) (?:whole|full|entire|long) paragraph\b"), " long "),
     (re.compile(r"\b(?:one|two|three|a|a single|single|a couple of|couple of|a few|few|one or two|two or three|"
                 r"[123])(?: short| brief| small)? (?:sentences?|lines?)\b|"
                 r"\b(?:one|a|a single|single|one short|a short)(?: short| brief| small)? paragraph\b(?! or (?:two|more))|"
@@ -202,8 +215,13 @@ _DETERMINER = (r"(?:a|an|those|these|long|longer|short|shorter|lengthy|brief|det
 _OVER_VERBS = {"go", "goes", "going", "look", "looks", "read", "think", "talk", "hand", "take", "pass", "turn", "get",
                "run", "check", "carry", "fall", "come", "move", "glance", "gloss", "skim", "skip", "mull", "pore",
                "watch", "start", "win", "all", "left", "it", "them", "things"}
+def _goes_over(word: str) -> bool:
+    """A verb that takes "over" as a particle ("go over", "skimming over"), in any form."""
+    return any(b in _OVER_VERBS for b in (word, word[:-1], word[:-2], word[:-3], word[:-4], word[:-3] + "e"))
+
+
 def _over_contrast(m: re.Match) -> str:
-    return m.group(0) if m.group("a").split()[-1] in _OVER_VERBS else f"{m.group('v')}{m.group('a')} ; not "
+    return m.group(0) if _goes_over(m.group("a").split()[-1]) else f"{m.group('v')}{m.group('a')} ; not "
 
 
 _CONTRASTS = (
@@ -223,9 +241,10 @@ _CONTRASTS = (
                 r"(?P<a>\s+[^.;!?]+?)\s+more than\s+(?![0-9])"), r"\g<v>\g<a> ; not "),
     (re.compile(rf"\b(?P<v>prefer|prefers|favou?r|favou?rs)(?P<a>\s+(?!to\b)[^.;!?]+?)\s+to\s+(?={_DETERMINER}\b)"),
      r"\g<v>\g<a> ; not "),
-    (re.compile(r"^(?P<a>[a-z][\w\s,'\-]{0,40}?)\s+(?P<c>over|beats?|trumps?|>|(?:is |are )?better than)\s+"
+    (re.compile(r"^(?P<a>[a-z][\w\s,'\-]{0,40}?)\s+(?P<c>over|beats?|trumps?|wins? over|wins? out over|>|"
+                r"(?:is |are )?better than)\s+"
                 r"(?P<b>[a-z][\w\s'\-]{0,40}?)\s*(?=[.!,;]|$)"),
-     lambda m: m.group(0) if m.group("c") == "over" and m.group("a").split()[-1] in _OVER_VERBS
+     lambda m: m.group(0) if m.group("c") == "over" and _goes_over(m.group("a").split()[-1])
      else f"{m.group('a')} ; not {m.group('b')}"),
 )
 # "I'd take a two-line answer over a two-page essay", "favor compact answers over expansive ones":
@@ -469,13 +488,18 @@ def _back_negated(toks: list[str], i: int) -> bool:
 # "Answers that ramble ...") and the nouns that may follow it ("... replies tire me out").
 _ANSWER_NOUNS = {"answer", "answers", "reply", "replies", "response", "responses", "explanation", "explanations",
                  "text", "texts", "output", "outputs", "message", "messages", "one", "ones", "paragraphs",
-                 "paragraph", "writing", "prose", "content", "info", "information", "stuff", "explaining"}
+                 "paragraph", "writing", "prose", "content", "info", "information", "stuff", "explaining",
+                 "bot", "bots", "chatbot", "chatbots", "assistant", "assistants", "model", "models", "ai"}
 _SUBJECT_OPENERS = {"a", "an", "the", "those", "these", "such", "any", "some", "all", "very", "really", "so",
                     "super", "extremely", "most", "that", "which", "who", "of", "and", "or", "kind", "sort",
                     "anything", "i", "find", "think", "consider"}  # "I find lengthy explanations exhausting"
 _PREDICATE_END = {"and", "so", "because", "since", "while", "if", "when", "whenever", "but", "though",
                   "although", "unless", _COMMA, _BACK}
 _CONDITIONALS = {"when", "whenever", "if", "once"}
+_COPULAS = {"is", "are", "was", "were", "isn't", "aren't", "wasn't", "weren't", "seem", "seems", "feel", "feels"}
+_NOT_A_PREDICATE = {"that", "which", "who", "the", "a", "an", "my", "your", "our", "their", "this", "these", "those",
+                    "it", "them", "me", "us", "on", "about", "in", "at", "with", "for", "to", "of", "over",
+                    "through", "into", "from", "by"}
 _MAIN_CLAUSE = 8  # words: "..., I stop reading" judges the "when" clause; a long main clause is a question of its own
 _NEGATIVE = -0.05  # VADER compound score at or below which a predicate judges its subject negatively
 
@@ -499,7 +523,12 @@ def _judged_negatively(toks: list[str], keyword_at: set[int]) -> tuple[set[int],
             if t in _PREDICATE_END:
                 pred = pred[:e]
                 break
-        if pred and pred[0] not in ("that", "which", "who") and _negative(pred):  # a relative clause describes
+        # a relative clause describes its noun; an object or a preposition follows an imperative
+        # ("Skim over the tricky parts", "Elaborate on the details"): neither is a predicate, unless
+        # a copula follows ("Skimming over the tricky parts is not okay")
+        if pred and pred[0] in _NOT_A_PREDICATE:
+            pred = pred[next((e for e, t in enumerate(pred) if t in _COPULAS), len(pred)):]
+        if pred and _negative(pred):
             out |= {k for k in keyword_at if k < j}
     # 2. "when"/"if" clauses: "I hate when <X>" (a negative left side), "When <X>, I stop reading"
     for p, t in enumerate(toks):
