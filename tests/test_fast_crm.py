@@ -161,6 +161,21 @@ def test_respelling_leaves_real_words_alone(text):
     assert _rewrite_idioms(text) == text
 
 
+def test_one_edit_and_respeller():
+    from usl.crm.spelling import Respeller, one_edit
+    assert one_edit("detial", "detail") and one_edit("consise", "concise") and one_edit("thorugh", "thorough")
+    assert not one_edit("consize", "concise") and not one_edit("retail", "detailed")
+    fix = Respeller(["thorough", "concise", "rambl"])
+    assert fix("a thorugh answer, not a conscise one") == "a thorough answer, not a concise one"
+    assert fix("rambles and curing") == "rambles and curing"
+
+
+def test_polarity_reads_phrases_it_has_no_entry_for():
+    from usl.crm.text_polarity import polarity
+    assert polarity("tire me out") < 0 and polarity("are unhelpful") < 0 and polarity("no thanks") < 0
+    assert polarity("are perfect") > 0 and polarity("as much as possible") == 0  # "as" is no "ass"
+
+
 @pytest.mark.parametrize("text", [
     "I prefer answers that stick to the task as specified.",   # "prefer X to Y" needs a noun phrase Y
     "Answers should read like a memo to a manager.",

