@@ -14,12 +14,20 @@ The last probe is the fast CRM's register scorer (``usl.crm.register``, hashed w
 n-grams, one scorer per style trained pairwise within a query), fitted the same way.
 
 ``--contextual`` adds the probe on all-MiniLM-L6-v2 sentence embeddings (256 tokens; about a
-minute on 2 cores). Prints overall accuracy and accuracy per ``winner>loser`` contrast.
+minute on 2 cores). ``--finetune`` adds all-MiniLM-L6-v2 fine-tuned the register scorer's way (a
+score per style for each answer, mean-pooled, trained with a softmax over the four answers of a
+query for each style), once per ``--ft`` setting ``lr,epochs,max_len,seed[,lora_r]`` (lora_r 0 =
+every weight); it wants a GPU (about 30 s a setting on an H200) and only torch, transformers and
+peft, so ``--only-finetune`` skips the scikit-learn probes on a machine without them, and
+``--encoder`` points at a copy of the encoder there. Prints overall accuracy and accuracy per
+``winner>loser`` contrast.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
+import time
 
 import numpy as np
 
@@ -43,15 +51,66 @@ def pairwise_accuracy(logp: np.ndarray) -> tuple[float, dict[str, float]]:
     return overall, {k: round(float(np.mean(v)), 3) for k, v in per.items()}
 
 
+def finetuned_probe(train: list[list[str]], test: list[list[str]], encoder: str, lr: float, epochs: int,
+                    max_len: int, seed: int, lora_r: int = 0, batch: int = 8) -> np.ndarray:
+    """Fine-tune ``encoder`` on the training queries' answers (4 per query, in STYLES order) and
+    return the test answers' style scores, (test queries, 4 answers, 4 styles)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    tok = AutoTokenizer.from_pretrained(encoder)
+    enc = AutoModel.from_pretrained(encoder, dtype=torch.float32).to(dev)
+    if lora_r:
+        from peft import LoraConfig, get_peft_model
+
+        enc = get_peft_model(enc, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.05,
+                                             target_modules=["query", "key", "value", "dense"]))
+    head = torch.nn.Linear(enc.config.hidden_size, len(STYLES)).to(dev)
+    opt = torch.optim.AdamW([{"params": [p for p in enc.parameters() if p.requires_grad], "lr": lr},
+                             {"params": head.parameters(), "lr": 1e-3}], weight_decay=0.01)
+    steps = epochs * ((len(train) + batch - 1) // batch)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[lr, 1e-3], total_steps=steps, pct_start=0.1)
+
+    def scores(queries: list[list[str]]) -> "torch.Tensor":
+        x = tok([t for q in queries for t in q], truncation=True, max_length=max_len, padding=True,
+                return_tensors="pt").to(dev)
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda"):
+            h = enc(**x).last_hidden_state
+        m = x["attention_mask"].unsqueeze(-1).float()
+        return head((h.float() * m).sum(1) / m.sum(1)).view(len(queries), len(STYLES), len(STYLES))
+
+    order = list(train)
+    for _ in range(epochs):
+        rng.shuffle(order)
+        enc.train()
+        for i in range(0, len(order), batch):
+            b = order[i:i + batch]
+            logits = scores(b).permute(0, 2, 1).reshape(-1, len(STYLES))  # (query x style, answer)
+            target = torch.arange(len(STYLES), device=dev).repeat(len(b))
+            loss = torch.nn.functional.cross_entropy(logits, target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    enc.eval()
+    with torch.no_grad():
+        return torch.cat([scores(test[i:i + 16]) for i in range(0, len(test), 16)]).float().cpu().numpy()
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--eval", required=True, help="domain eval JSONL: its prompts are the test queries")
     ap.add_argument("--data", default=None, help="data directory (default: USL_SHARED_DATA or ../shared/data)")
     ap.add_argument("--contextual", action="store_true")
+    ap.add_argument("--finetune", action="store_true", help="add the fine-tuned MiniLM probe (a GPU helps)")
+    ap.add_argument("--only-finetune", action="store_true", help="only the fine-tuned probe")
+    ap.add_argument("--ft", action="append", default=[], help="lr,epochs,max_len,seed[,lora_r]; repeatable "
+                                                              "(default 3e-5,8,256,0)")
+    ap.add_argument("--encoder", default=None, help="encoder directory (default: the packaged MiniLM)")
     args = ap.parse_args(argv)
-
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
 
     root = shared_data(args.data)
     if root is None:
@@ -66,6 +125,26 @@ def main(argv=None) -> None:
     train_texts = [t for t, r in zip(texts, rows) if not r]
     test_texts = [t for t, r in zip(texts, rows) if r]
     print(f"{int((~is_test).sum())} training queries, {int(is_test.sum())} test queries")
+    if args.finetune or args.only_finetune:
+        if args.encoder is None:
+            from usl.data.embed import encoder_path
+
+            args.encoder = encoder_path()
+        groups = [texts[4 * i:4 * i + 4] for i in range(len(items))]
+        train_g = [g for g, t in zip(groups, is_test) if not t]
+        test_g = [g for g, t in zip(groups, is_test) if t]
+        for setting in args.ft or ["3e-5,8,256,0"]:
+            lr, epochs, max_len, seed, *rest = setting.split(",")
+            t0 = time.time()
+            S = finetuned_probe(train_g, test_g, args.encoder, float(lr), int(epochs), int(max_len), int(seed),
+                                lora_r=int(rest[0]) if rest else 0)
+            acc, per = pairwise_accuracy(S)
+            print(f"fine-tuned MiniLM ({setting}; {time.time() - t0:.0f} s): {acc:.3f} {per}", flush=True)
+        if args.only_finetune:
+            return
+
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
 
     probes = {"tf-idf words 1-2": TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True),
               "tf-idf chars 2-5": TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=3,
