@@ -65,7 +65,9 @@ def main() -> None:
     for path in args.wordings:
         for family, words in read_probe(path).items():
             mine = wordings.setdefault(family, [])
-            mine += [w for w in words if w not in mine]
+            for w in words:
+                if w not in mine:
+                    mine.append(w)
     samples = subsample(read_samples(args.data), args.limit)
     judge = load_judge(args.judge)
     by_family = {family: [s for s in samples if family_of(s) == family] for family in wordings}

@@ -143,8 +143,6 @@ def test_lexicon_contrasts_and_amounts(text, short, long):
     # amounts in words and reading time
     ("A three-word reply is ideal.", 1, 0), ("Spend a few hundred words on it.", 0, 1),
     ("It should take under 20 seconds to read.", 1, 0),
-    # misspelt keywords
-    ("more thorugh answers", 0, 1), ("concize replies", 1, 0),
     # what an answer can do without, and agents as subjects
     ("Just give me the verdict, nothing else.", 1, 0), ("A whole paragraph is too much for me.", 0, -1),
     ("Do not walk me through every step.", 0, -1), ("Assistants that pad their replies lose me.", 0, -1),
@@ -155,19 +153,22 @@ def test_lexicon_reads_judgements_of_length(text, short, long):
     assert (np.sign(f[LEXICON_AXES.index("short")]), np.sign(f[LEXICON_AXES.index("long")])) == (short, long)
 
 
-@pytest.mark.parametrize("text", ["contact details", "the impact of curing a disease", "retail strategy"])
-def test_respelling_leaves_real_words_alone(text):
-    from usl.crm.criteria_lexicon import _rewrite_idioms
-    assert _rewrite_idioms(text) == text
-
-
-def test_one_edit_and_respeller():
-    from usl.crm.spelling import Respeller, one_edit
-    assert one_edit("detial", "detail") and one_edit("consise", "concise") and one_edit("thorugh", "thorough")
-    assert not one_edit("consize", "concise") and not one_edit("retail", "detailed")
-    fix = Respeller(["thorough", "concise", "rambl"])
-    assert fix("a thorugh answer, not a conscise one") == "a thorough answer, not a concise one"
-    assert fix("rambles and curing") == "rambles and curing"
+@pytest.mark.parametrize("text,axis,sign", [
+    # found by review: ordinary criteria the judgement rules must leave alone
+    ("No emojis and no bullet points.", "structure", -1), ("No jokes and no emojis please.", "fun", -1),
+    ("Detailed answers prevent confusion.", "long", 1), ("Short replies avoid confusion.", "short", 1),
+    ("Examples that aren't boring.", "examples", 1), ("When writing code, avoid global variables.", "code", 1),
+    ("If the question is ambiguous, ask a clarifying question.", "question", 1),
+    ("Avoid jargon when explaining, and give examples.", "examples", 1),
+    ("I'm often tired, so if possible keep it short.", "short", 1),
+    ("Is the answer detailed? Otherwise it fails.", "long", 1), ("Jokes? Absolutely not.", "fun", -1),
+    ("Keep it short and stop with the emojis.", "fun", -1), ("Give more than one example.", "examples", 1),
+    ("Why is a concise answer better? Because it saves time.", "short", 1),
+    ("I prefer short passages over long essays.", "long", -1), ("Lengthy write-ups bore me to tears.", "long", -1),
+])
+def test_lexicon_leaves_ordinary_criteria_alone(text, axis, sign):
+    t, s = split_sign(text)
+    assert np.sign(s * lexicon_features(t)[LEXICON_AXES.index(axis)]) == sign
 
 
 def test_polarity_reads_phrases_it_has_no_entry_for():

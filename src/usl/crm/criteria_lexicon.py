@@ -14,7 +14,6 @@ import re
 
 import numpy as np
 
-from usl.crm.spelling import Respeller
 from usl.crm.text_polarity import polarity
 
 _AXES: dict[str, tuple[str, ...]] = {
@@ -41,8 +40,8 @@ _AXES: dict[str, tuple[str, ...]] = {
              "expansive", "in full", "walk me through", "all the details", "preamble", "long form", "much text",
              "every angle", "every aspect", "all aspects", "backstory", "as much space", "more words", "extended",
              "essay", "chapter", "treatise", "bloat", "verbosity", "side note", "extra tips", "extras", "every step", "each step", "many words",
-             "lots of words", "a lot of text", "lots of text", "from the ground up", "from scratch", "explain more",
-             "reasoning behind", "whys and hows", "how you got there", "spell out", "nitty gritty", "more is more", "more is better", "the more the better"),
+             "lots of words", "a lot of text", "lots of text", "from the ground up", "explain more",
+             "reasoning behind", "whys and hows", "how you got there", "nitty gritty", "more is more", "more is better", "the more the better"),
     "academic": ("academ", "scholar", "research", "scientific", "theory", "theoret", "rigor", "evidence",
                  "citation", "cite", "formal", "technical", "precise", "journal", "university", "professor"),
     "business": ("business", "professional", "corporate", "practical", "actionable", "industry", "market",
@@ -109,6 +108,7 @@ _NEGATORS = {"no", "not", "don't", "dont", "never", "without", "avoid", "skip", 
              "noone", "penalize", "penalise", "penalizes", "penalises", "penalized", "penalised", "punish"}
 # Negators that say "more than wanted" whatever else negates them: "I don't want answers that are too long"
 _EXCESS = {"too", "overly", "excessive", "excessively", "unnecessary", "needless"}
+_PHRASE_BREAKS = {"xcommax", "and", "or", "nor", "but"}  # xcommax: a comma (``_COMMA``)
 # Idioms read before the negation scope: double negations that mean "more" ("don't hold back on
 # detail", "I don't mind long answers") and set phrases of the length axis ("cut to the chase").
 _NEG = r"(?:don'?t|do not|never|wouldn'?t|won'?t|doesn'?t|does not)"
@@ -136,7 +136,7 @@ _PHRASES = (
     (re.compile(r"\bno matter how\b"), " even if "),  # "no matter how long it gets" accepts long
     (re.compile(r"\b(?:and |then )?stop there\b|\bstop early\b|\band (?:then )?stop\b(?= *$| *[.;!?])"),
      " to the point "),
-    (re.compile(r"\bstop(?:s|ping)? (?:at|after|with)\b"), " end with "),
+    (re.compile(r"\bstop(?:s|ping)? (?:at|after)\b"), " end with "),  # "don't stop at a summary": a limit
     (re.compile(r"\b(?:trim|cut|boil|pare|strip)(?: it| them| this| things| everything)? down to\b"), " keep to "),
     (re.compile(r"\b(?:time|room|space) to spare\b"), " time "),  # "spare" is no "spare me"  # "don't stop at a summary": a limit
     (re.compile(r"\bjust (?:give me |tell me |say |state |answer with )?(?:the|a|your) (?:core |actual |bare |direct |final )?"
@@ -156,9 +156,11 @@ _PHRASES = (
     (re.compile(r"\bunder[- ]?explain\w*|\bunder[- ]?develop\w*"), " short "),
     (re.compile(r"\b(?:write|writing|writes) (?:me |us )?(?:a |an entire |a whole )?novels?\b"), " long "),
     # rhetorical questions complain: "Why are the answers always so brief?", "Does it really need to be that long?"
-    (re.compile(r"\bwhy (?:do|does|are|is|must|would|did)\b(?P<r>[^.?!;]*)\?"), r" ; xnotx \g<r> ; "),
+    # (a complaint says "so", "always", "that": "Why is a concise answer better?" is a real question)
+    (re.compile(r"\bwhy (?:do|does|are|is|must|would|did)\b(?P<r>[^.?!;]*\b(?:so|always|such|that|this)\b[^.?!;]*)\?"),
+     r" ; xnotx \g<r> ; "),
     (re.compile(r"\b(?:does|do|must|should) (?:it|they|you|answers|responses|replies|the answers?|the responses?) "
-                r"(?:really |always |actually )?(?:need to|have to|got to|gotta) be\b(?P<r>[^.?!;]*)\?"),
+                r"(?:really |always |actually )?(?:need to|have to|got to|gotta) be (?=so |that |this )(?P<r>[^.?!;]*)\?"),
      r" ; xnotx \g<r> ; "),
 )
 # Stated amounts: "under 100 words", "two sentences at most" ask for short answers; "at least 300
@@ -219,7 +221,14 @@ _OVER_VERBS = {"go", "goes", "going", "look", "looks", "read", "think", "talk", 
                "watch", "start", "win", "all", "left", "it", "them", "things"}
 def _goes_over(word: str) -> bool:
     """A verb that takes "over" as a particle ("go over", "skimming over"), in any form."""
-    return any(b in _OVER_VERBS for b in (word, word[:-1], word[:-2], word[:-3], word[:-4], word[:-3] + "e"))
+    forms = {word}
+    if word.endswith("s"):
+        forms |= {word[:-1], word[:-2]}  # "looks", "glosses"
+    if word.endswith("ing"):
+        forms |= {word[:-3], word[:-3] + "e", word[:-4]}  # "looking", "taking", "skimming"
+    if word.endswith("ed"):
+        forms |= {word[:-2], word[:-1]}
+    return bool(forms & _OVER_VERBS)
 
 
 def _over_contrast(m: re.Match) -> str:
@@ -233,7 +242,8 @@ _CONTRASTS = (
      r" not \g<a> ; "),
     # "X is more useful to me than Y", "X should be rated higher than Y": Y is turned down
     # (amounts, "more than three sentences", were read before)
-    (re.compile(r"\b(?:more|better|higher|greater|preferable|superior)\b(?P<m>[^.;!?]{0,40}?)\s+than\s+(?![0-9])"),
+    (re.compile(r"\b(?:more|better|higher|greater|preferable|superior)\b(?P<m>[^.;!?]{0,40}?)\s+than\s+"
+                r"(?![0-9]|(?:one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple|several|a handful)\b)"),
      r"\g<m> ; not "),
     (re.compile(r"\b(?:rather than|instead of|as opposed to|in place of)\b|"
                 r"\b(?:matters?|counts?) more(?: to me| for me)? than\b|"
@@ -280,7 +290,6 @@ _BACK_NEGATORS = re.compile(
 # the text's hyphens read as spaces (``_rewrite_idioms``), so the keywords' do too
 _AXES = {axis: tuple(dict.fromkeys(w.replace("-", " ") for w in words)) for axis, words in _AXES.items()}
 LEXICON_AXES = tuple(_AXES) + ("negation",)
-_RESPELL = Respeller(w for words in _AXES.values() for w in words)  # "consise" -> "concise"
 _SHORT, _LONG = LEXICON_AXES.index("short"), LEXICON_AXES.index("long")
 
 # A criterion that only says what the user does not want ("No walls of text", "I can't stand
@@ -332,7 +341,6 @@ def leading_negation(text: str) -> str | None:
 _HYPHEN = re.compile(r"(?<=[a-z])-(?=[a-z])")
 def _rewrite_idioms(low: str) -> str:
     low = _HYPHEN.sub(" ", low)  # "two-sentence", "long-winded": words as if apart
-    low = _RESPELL(low)
     for pattern, repl in _IDIOMS:
         low = pattern.sub(repl, low)
     return low
@@ -403,8 +411,9 @@ def _forward_negation(toks: list[str], i: int, lo: int = 0) -> tuple[bool, bool]
     count, at = 0, i
     while True:
         window = toks[max(lo, at - _SCOPE):at]
-        if count and _COMMA in window:  # a negator's own negator is in its comma-free phrase
-            window = window[len(window) - window[::-1].index(_COMMA):]
+        if count:  # a negator's own negator is in its phrase: "No emojis and no bullets" is two dislikes
+            cut = max((e for e, t in enumerate(window) if t in _PHRASE_BREAKS), default=-1)
+            window = window[cut + 1:]
         j = next((at - 1 - e for e, t in enumerate(reversed(window)) if _is_negator(t)), None)
         if j is None:
             return count % 2 == 1, False
@@ -435,6 +444,14 @@ _SUBJECT_OPENERS = {"a", "an", "the", "those", "these", "such", "any", "some", "
 _PREDICATE_END = {"and", "so", "because", "since", "while", "if", "when", "whenever", "but", "though",
                   "although", "unless", _COMMA, _BACK}
 _CONDITIONALS = {"when", "whenever", "if", "once"}
+_RELATIVE = {"that", "which", "who"}
+_FUNCTION_WORDS = {"the", "a", "an", "my", "your", "our", "all", "any", "of", "with", "through", "me", "us", "you",
+                   "it", "them", "to", "for", "in", "on", "at", "out", "up", "down", "off"}
+_ADVERBS = {"just", "really", "usually", "always", "often", "simply", "still", "ever", "so", "totally", "honestly"}
+_PLAIN_NEGATIONS = {"no", "not", "never", "don't", "dont", "without", "need"}  # "No need for detail when ..."
+# main clauses that judge what their "when" clause describes: "..., I stop reading", "..., it's too long"
+_JUDGES = {"i", "i'm", "i've", "i'll", "i'd", "it", "it's", "that", "that's", "this", "they", "they're", "you",
+           "my", "me"}
 _COPULAS = {"is", "are", "was", "were", "isn't", "aren't", "wasn't", "weren't", "seem", "seems", "feel", "feels"}
 _NOT_A_PREDICATE = {"that", "which", "who", "the", "a", "an", "my", "your", "our", "their", "this", "these", "those",
                     "it", "them", "me", "us", "on", "about", "in", "at", "with", "for", "to", "of", "over",
@@ -462,38 +479,56 @@ def _judged_negatively(toks: list[str], keyword_at: set[int]) -> tuple[set[int],
             if t in _PREDICATE_END:
                 pred = pred[:e]
                 break
-        # a relative clause describes its noun; an object or a preposition follows an imperative
-        # ("Skim over the tricky parts", "Elaborate on the details"): neither is a predicate, unless
-        # a copula follows ("Skimming over the tricky parts is not okay")
-        if pred and pred[0] in _NOT_A_PREDICATE:
+        # a relative clause describes its noun ("Examples that aren't boring"); an object or a
+        # preposition follows an imperative ("Skim over the tricky parts", "Elaborate on the
+        # details"): neither is a predicate, though a copula may follow the object ("Skimming over
+        # the tricky parts is not okay")
+        if pred and pred[0] in _RELATIVE:
+            pred = []
+        elif pred and pred[0] in _NOT_A_PREDICATE:
             pred = pred[next((e for e, t in enumerate(pred) if t in _COPULAS), len(pred)):]
         if pred and _negative(pred):
             out |= {k for k in keyword_at if k < j}
-    # 2. "when"/"if" clauses: "I hate when <X>" (a negative left side), "When <X>, I stop reading"
+    # 2. "when"/"if" clauses: "I hate when <X>" (an attitude right before it), "When <X>, I stop
+    # reading" (a main clause that judges; "When writing code, avoid globals" instructs)
     for p, t in enumerate(toks):
         if t not in _CONDITIONALS:
             continue
-        left, right = toks[:p], toks[p + 1:]
-        # (sentiment alone: "If it can be said in one line, don't use ten" turns down the ten)
-        if left and (_BACK in left or polarity(" ".join(w for w in left if w != _COMMA)) <= _NEGATIVE):
-            cond |= {k: p + 1 for k in keyword_at if k > p}
-        elif _COMMA in right:
-            c = p + 1 + right.index(_COMMA)
+        cut = max((e for e, w in enumerate(toks[:p]) if w in _PHRASE_BREAKS or w == "so"), default=-1)
+        left = toks[cut + 1:p]
+        end = next((e for e in range(p + 1, len(toks)) if toks[e] in _PHRASE_BREAKS), len(toks))
+        if left and (_BACK in left or (not any(w in _PLAIN_NEGATIONS for w in left)
+                                       and polarity(" ".join(left)) <= _NEGATIVE)):
+            cond |= {k: p + 1 for k in keyword_at if p < k < end}
+        elif _COMMA in toks[p + 1:]:
+            c = toks.index(_COMMA, p + 1)
             main = [w for w in toks[c + 1:] if w not in (_COMMA, _BACK)]
-            if 0 < len(main) <= _MAIN_CLAUSE and (polarity(" ".join(main)) <= _NEGATIVE or
-                                                  any(w in _EXCESS for w in main)):  # "..., it's too long"
+            if 0 < len(main) <= _MAIN_CLAUSE and main[0] in _JUDGES and (
+                    polarity(" ".join(main)) <= _NEGATIVE or any(w in _EXCESS for w in main)):  # "..., it's too long"
                 cond |= {k: p + 1 for k in keyword_at if p < k < c}
-        break
+        break  # the first "when"/"if" of a clause only
     return out, cond
 
 
 def _negative(words: list[str]) -> bool:
-    """A predicate says something bad: it opens with a negation ("never tell me enough") and says
-    nothing good, or its VADER sentiment is negative ("tire me out", "frustrate this user")."""
-    opens_negated = next((w in ("not", "never") or w.endswith("n't") for w in words
-                          if w not in ("just", "really", "usually", "always", "often", "simply", "still", "ever")), False)
-    score = polarity(" ".join(w for w in words if w != _BACK))
-    return score <= _NEGATIVE or (opens_negated and score < 0.25)
+    """A predicate says something bad of its subject. Its head decides (a copula with the word or two
+    after it, else the verb), so that objects do not ("Detailed answers prevent confusion"): a head
+    that opens with a negation and says nothing good ("never tell me enough", not "aren't boring"),
+    or a negative head whose object is not negative too ("tire me out", not "avoid confusion")."""
+    words = [w for w in words if w not in _ADVERBS]
+    if not words:
+        return False
+    if words[0] in _COPULAS or words[0] in ("not", "never") or words[0].endswith("n't"):
+        head, rest = words[:3], words[3:]
+    else:
+        head, rest = words[:1], words[1:]
+    score = polarity(" ".join(w for w in head if w != _BACK))
+    opens_negated = head[0] in ("not", "never") or head[0].endswith("n't") or \
+        (len(head) > 1 and (head[1] in ("not", "never") or head[1].endswith("n't")))
+    if opens_negated:
+        return score <= 0
+    obj = next((w for w in rest if w not in _FUNCTION_WORDS), "")
+    return score <= _NEGATIVE and not (obj and polarity(obj) <= _NEGATIVE)
 
 
 _NOT_CLAUSE = "xnotx"  # rewritten rhetorical questions: everything in the clause is turned down
@@ -504,8 +539,21 @@ _COMMA_WISH = re.compile(rf",\s+(?=(?:just |instead |then )?{_WISH_VERBS}\b|just
 _FRAGMENT_REJECTED = re.compile(r"(?:^|(?<=[.!;]))\s*(?P<a>[a-z][a-z' -]{0,50})\?\s*(?P<b>[^.!?;]{1,40})(?=[.!?;]|$)")
 
 
+_QUESTION_VERBS = {"is", "are", "does", "do", "did", "can", "could", "will", "would", "should", "has", "have", "was",
+                   "were", "may", "might", "must"}
+_REJECTIONS = {"no", "not", "never", "nope", "nah", "absolutely", "definitely", "thanks", "thank", "you", "for", "me",
+               "way", "really", "please", "pass", "hard", "needed", "necessary", "wanted", "ugh"}
+
+
 def _reject_fragment(m: re.Match) -> str:
-    if len(m.group("a").split()) <= 6 and polarity(m.group("b")) <= -0.25:
+    """A verbless fragment ("Wordy answers?", not the rubric's "Is the answer detailed?") turned
+    down by what follows: a negative phrase ("No thanks.") or bare refusal words ("Absolutely not.")."""
+    a, b = m.group("a").split(), m.group("b").lower().split()
+    if len(a) > 6 or a[0] in _QUESTION_VERBS:
+        return m.group(0)
+    refused = bool(b) and all(w.strip(",'") in _REJECTIONS for w in b) and any(w in ("no", "not", "never", "nope", "nah")
+                                                                               for w in b)
+    if refused or polarity(m.group("b")) <= -0.25:
         return f" no {m.group('a')} . {m.group('b')}"
     return m.group(0)
 
