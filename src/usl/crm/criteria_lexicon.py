@@ -39,9 +39,10 @@ _AXES: dict[str, tuple[str, ...]] = {
              "tangent", "essays", "longer", "nuance", "at length", "full story", "long version", "blog",
              "expansive", "in full", "walk me through", "all the details", "preamble", "long form", "much text",
              "every angle", "every aspect", "all aspects", "backstory", "as much space", "more words", "extended",
-             "essay", "chapter", "treatise", "bloat", "verbosity", "side note", "extra tips", "extras", "every step", "each step", "many words",
-             "lots of words", "a lot of text", "lots of text", "from the ground up", "explain more",
-             "reasoning behind", "whys and hows", "how you got there", "nitty gritty", "more is more", "more is better", "the more the better"),
+             "essay", "chapter", "treatise", "bloat", "verbosity", "side note", "extra tips", "extras", "every step",
+             "each step", "many words", "lots of words", "a lot of text", "lots of text", "from the ground up",
+             "explain more", "reasoning behind", "whys and hows", "how you got there", "nitty gritty",
+             "more is more", "more is better", "the more the better"),
     "academic": ("academ", "scholar", "research", "scientific", "theory", "theoret", "rigor", "evidence",
                  "citation", "cite", "formal", "technical", "precise", "journal", "university", "professor"),
     "business": ("business", "professional", "corporate", "practical", "actionable", "industry", "market",
@@ -108,7 +109,6 @@ _NEGATORS = {"no", "not", "don't", "dont", "never", "without", "avoid", "skip", 
              "noone", "penalize", "penalise", "penalizes", "penalises", "penalized", "penalised", "punish"}
 # Negators that say "more than wanted" whatever else negates them: "I don't want answers that are too long"
 _EXCESS = {"too", "overly", "excessive", "excessively", "unnecessary", "needless"}
-_PHRASE_BREAKS = {"xcommax", "and", "or", "nor", "but"}  # xcommax: a comma (``_COMMA``)
 # Idioms read before the negation scope: double negations that mean "more" ("don't hold back on
 # detail", "I don't mind long answers") and set phrases of the length axis ("cut to the chase").
 _NEG = r"(?:don'?t|do not|never|wouldn'?t|won'?t|doesn'?t|does not)"
@@ -126,11 +126,12 @@ _PHRASES = (
     (re.compile(r"\bshort[- ]?chang\w*"), " cheated "),
     (re.compile(r"\bshortcomings?\b"), " flaws "),
     (re.compile(r"\bshortcuts?\b"), " tricks "),
-    # "never cut an answer short": make it short
+    # "replies feel cut short": too short; "never cut an answer short": make it short
     (re.compile(r"\b(?:feel|feels|felt|seem|seems|are|is|get|gets|got) cut short\b"), " too short "),
     (re.compile(r"\bcut (?P<o>(?:\w+ ){1,2})short\b"), r"make \g<o>short"),
     # "more than you need", "longer than they should be": too long
-    (re.compile(r"\b(?:more|longer) than (?:you |i |we |it |they |is |are )?(?:absolutely |really |strictly |actually )?"
+    (re.compile(r"\b(?:more|longer) than (?:you |i |we |it |they |is |are )?"
+                r"(?:absolutely |really |strictly |actually )?"
                 r"(?:need|needs|needed|necessary|required|should|must|has to|have to)\b(?: to)?(?: be)?"),
      " too long "),
     (re.compile(r"\bno matter how\b"), " even if "),  # "no matter how long it gets" accepts long
@@ -138,8 +139,9 @@ _PHRASES = (
      " to the point "),
     (re.compile(r"\bstop(?:s|ping)? (?:at|after)\b"), " end with "),  # "don't stop at a summary": a limit
     (re.compile(r"\b(?:trim|cut|boil|pare|strip)(?: it| them| this| things| everything)? down to\b"), " keep to "),
-    (re.compile(r"\b(?:time|room|space) to spare\b"), " time "),  # "spare" is no "spare me"  # "don't stop at a summary": a limit
-    (re.compile(r"\bjust (?:give me |tell me |say |state |answer with )?(?:the|a|your) (?:core |actual |bare |direct |final )?"
+    (re.compile(r"\b(?:time|room|space) to spare\b"), " time "),  # "spare" is no "spare me"
+    (re.compile(r"\bjust (?:give me |tell me |say |state |answer with )?(?:the|a|your) "
+                r"(?:core |actual |bare |direct |final )?"
                 r"(?:answer|result|number|facts?|conclusion|verdict|bottom line|gist)\b"), " just the answer "),
     (re.compile(r"\bsmall (?=answers?\b|replies\b|reply\b|responses?\b)|\bstart small\b"), " short "),
     (re.compile(r"\bexplain (?:\w+ ){0,2}(?:fully|thoroughly|in full|completely|in detail)\b"), " explain fully "),
@@ -160,7 +162,8 @@ _PHRASES = (
     (re.compile(r"\bwhy (?:do|does|are|is|must|would|did)\b(?P<r>[^.?!;]*\b(?:so|always|such|that|this)\b[^.?!;]*)\?"),
      r" ; xnotx \g<r> ; "),
     (re.compile(r"\b(?:does|do|must|should) (?:it|they|you|answers|responses|replies|the answers?|the responses?) "
-                r"(?:really |always |actually )?(?:need to|have to|got to|gotta) be (?=so |that |this )(?P<r>[^.?!;]*)\?"),
+                r"(?:really |always |actually )?(?:need to|have to|got to|gotta) be "
+                r"(?=so |that |this )(?P<r>[^.?!;]*)\?"),
      r" ; xnotx \g<r> ; "),
 )
 # Stated amounts: "under 100 words", "two sentences at most" ask for short answers; "at least 300
@@ -183,7 +186,8 @@ _QUANTITIES = (
     (re.compile(r"\b(?:a|one) (?:whole|full|entire|long) paragraph\b"), " long "),
     (re.compile(r"\b(?:one|two|three|a|a single|single|a couple of|couple of|a few|few|one or two|two or three|"
                 r"[123])(?: short| brief| small)? (?:sentences?|lines?)\b|"
-                r"\b(?:one|a|a single|single|one short|a short)(?: short| brief| small)? paragraph\b(?! or (?:two|more))|"
+                r"\b(?:one|a|a single|single|one short|a short)(?: short| brief| small)? paragraph\b"
+                r"(?! or (?:two|more))|"
                 r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of|a handful of)[ -]words?\b"),
      " short "),
     (re.compile(r"\b(?:a|one|two|several|a few) (?:hundred|thousand) words\b|\bhundreds of words\b|"
@@ -219,6 +223,8 @@ _DETERMINER = (r"(?:a|an|those|these|long|longer|short|shorter|lengthy|brief|det
 _OVER_VERBS = {"go", "goes", "going", "look", "looks", "read", "think", "talk", "hand", "take", "pass", "turn", "get",
                "run", "check", "carry", "fall", "come", "move", "glance", "gloss", "skim", "skip", "mull", "pore",
                "watch", "start", "win", "all", "left", "it", "them", "things"}
+
+
 def _goes_over(word: str) -> bool:
     """A verb that takes "over" as a particle ("go over", "skimming over"), in any form."""
     forms = {word}
@@ -274,9 +280,10 @@ _BACK_SCOPE = 6  # a disliking predicate reaches this many words back, within it
 # waste of my time", "brief answers frustrate me", "one-sentence replies are useless".
 _BACK = "xbackx"
 _COMMA = "xcommax"
+_PHRASE_BREAKS = {_COMMA, "and", "or", "nor", "but"}  # where a negator's own phrase ends
 _BACK_NEGATORS = re.compile(
-    r"\b(?:(?:is|are|was|were|seem|seems|feel|feels|it's|they're|that's|it is|they are) (?:so |really |just |usually |often |always |already |simply |"
-    r"way |far )?"
+    r"\b(?:(?:is|are|was|were|seem|seems|feel|feels|it's|they're|that's|it is|they are) "
+    r"(?:so |really |just |usually |often |always |already |simply |way |far )?"
     r"(?:useless|pointless|unhelpful|annoying|irritating|frustrating|tedious|tiresome|boring|exhausting|"
     r"overwhelming|painful|disappointing|unsatisfying|insufficient|the worst|a pain|a chore|not helpful|"
     r"not useful|of no use|no use|no good|overkill|too much|not enough|never enough|a turn[- ]?off|wasted on me)|"
@@ -312,8 +319,9 @@ def strip_intensifiers(disliked: str) -> str:
 
 
 # "Skip the intros and keep it brief": a wish follows the dislike, so the whole is no dislike
-_WISH_VERBS = r"(?:keep|be|make|give|stay|use|stick|go|get|write|answer|tell|focus|expand|elaborate|explain|add|include|cover)"
-_THEN_A_WISH = re.compile(rf"(?:\band\b|\bbut\b|;|,)\s+(?:(?:just |instead |then )?{_WISH_VERBS}\b|just\b|only\b)")
+_WISH = (r"(?:(?:just |instead |then )?(?:keep|be|make|give|stay|use|stick|go|get|write|answer|tell|focus|expand|"
+         r"elaborate|explain|add|include|cover)\b|just\b|only\b)")
+_THEN_A_WISH = re.compile(rf"(?:\band\b|\bbut\b|;|,)\s+{_WISH}")
 
 
 def leading_negation(text: str) -> str | None:
@@ -333,12 +341,14 @@ def leading_negation(text: str) -> str | None:
         return None
     toks = _TOKEN.findall(_rewrite_idioms(rest.lower()))
     if not toks or toks[0] in ("need", "problem", "worries", "matter") or _QUANTITY_LIMIT.match(rest.lower()) or \
-            any(t in _NEGATORS or t.endswith("n't") for t in toks) or _THEN_A_WISH.search(rest.lower()):
+            any(_is_negator(t) for t in toks) or _THEN_A_WISH.search(rest.lower()):
         return None
     return rest
 
 
 _HYPHEN = re.compile(r"(?<=[a-z])-(?=[a-z])")
+
+
 def _rewrite_idioms(low: str) -> str:
     low = _HYPHEN.sub(" ", low)  # "two-sentence", "long-winded": words as if apart
     for pattern, repl in _IDIOMS:
@@ -402,6 +412,11 @@ def _is_negator(t: str) -> bool:
     return t in _NEGATORS or t.endswith("n't")
 
 
+def _negates(t: str) -> bool:
+    """A negation of the verb ("not", "never", "don't"), not a disliking word ("avoid", "too")."""
+    return t in ("not", "never") or t.endswith("n't")
+
+
 def _forward_negation(toks: list[str], i: int, lo: int = 0) -> tuple[bool, bool]:
     """Whether word ``i`` is negated, and whether by an excess word. It is negated by the nearest
     negator within a few words before it (from word ``lo`` on), which may itself be negated the
@@ -453,7 +468,7 @@ _PLAIN_NEGATIONS = {"no", "not", "never", "don't", "dont", "without", "need"}  #
 _JUDGES = {"i", "i'm", "i've", "i'll", "i'd", "it", "it's", "that", "that's", "this", "they", "they're", "you",
            "my", "me"}
 _COPULAS = {"is", "are", "was", "were", "isn't", "aren't", "wasn't", "weren't", "seem", "seems", "feel", "feels"}
-_NOT_A_PREDICATE = {"that", "which", "who", "the", "a", "an", "my", "your", "our", "their", "this", "these", "those",
+_NOT_A_PREDICATE = {"the", "a", "an", "my", "your", "our", "their", "this", "these", "those",
                     "it", "them", "me", "us", "on", "about", "in", "at", "with", "for", "to", "of", "over",
                     "through", "into", "from", "by"}
 _MAIN_CLAUSE = 8  # words: "..., I stop reading" judges the "when" clause; a long main clause is a question of its own
@@ -518,14 +533,12 @@ def _negative(words: list[str]) -> bool:
     words = [w for w in words if w not in _ADVERBS]
     if not words:
         return False
-    if words[0] in _COPULAS or words[0] in ("not", "never") or words[0].endswith("n't"):
+    if words[0] in _COPULAS or _negates(words[0]):
         head, rest = words[:3], words[3:]
     else:
         head, rest = words[:1], words[1:]
     score = polarity(" ".join(w for w in head if w != _BACK))
-    opens_negated = head[0] in ("not", "never") or head[0].endswith("n't") or \
-        (len(head) > 1 and (head[1] in ("not", "never") or head[1].endswith("n't")))
-    if opens_negated:
+    if any(_negates(w) for w in head[:2]):  # "never tell me", "aren't boring"
         return score <= 0
     obj = next((w for w in rest if w not in _FUNCTION_WORDS), "")
     return score <= _NEGATIVE and not (obj and polarity(obj) <= _NEGATIVE)
@@ -533,7 +546,7 @@ def _negative(words: list[str]) -> bool:
 
 _NOT_CLAUSE = "xnotx"  # rewritten rhetorical questions: everything in the clause is turned down
 # ", just the answer", ", expand": a wish after a comma opens a clause of its own
-_COMMA_WISH = re.compile(rf",\s+(?=(?:just |instead |then )?{_WISH_VERBS}\b|just\b|only\b)")
+_COMMA_WISH = re.compile(rf",\s+(?={_WISH})")
 
 # "Wordy answers? No thanks.": a short fragment turned down by what follows it
 _FRAGMENT_REJECTED = re.compile(r"(?:^|(?<=[.!;]))\s*(?P<a>[a-z][a-z' -]{0,50})\?\s*(?P<b>[^.!?;]{1,40})(?=[.!?;]|$)")
@@ -551,8 +564,8 @@ def _reject_fragment(m: re.Match) -> str:
     a, b = m.group("a").split(), m.group("b").lower().split()
     if len(a) > 6 or a[0] in _QUESTION_VERBS:
         return m.group(0)
-    refused = bool(b) and all(w.strip(",'") in _REJECTIONS for w in b) and any(w in ("no", "not", "never", "nope", "nah")
-                                                                               for w in b)
+    refused = bool(b) and all(w.strip(",'") in _REJECTIONS for w in b) and \
+        any(_negates(w) or w in ("no", "nope", "nah") for w in b)
     if refused or polarity(m.group("b")) <= -0.25:
         return f" no {m.group('a')} . {m.group('b')}"
     return m.group(0)
