@@ -34,6 +34,8 @@ def register(app: typer.Typer) -> None:
                                                                "head."),
         register_prefix: str = typer.Option("domain_", help="Criteria families with this prefix label answers for "
                                                              "the register scorer ('' = none)."),
+        style_scorer: str = typer.Option("", help="Directory written by `usl train-style`: ship its style scorer "
+                                                  "and read its scores ('' = none)."),
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
@@ -44,7 +46,8 @@ def register(app: typer.Typer) -> None:
                                   hidden=hidden, lr=lr, encoder_lr=encoder_lr,
                                   batch_size=batch_size, reword_prob=reword_prob, distill=list(distill),
                                   distill_per_epoch=distill_per_epoch, distill_weight=distill_weight,
-                                  distill_criteria_only=distill_criteria_only, register_prefix=register_prefix)
+                                  distill_criteria_only=distill_criteria_only, register_prefix=register_prefix,
+                                  style_scorer=style_scorer)
             report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
         typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],
                                "seconds": report["seconds"]}))

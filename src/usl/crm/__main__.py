@@ -1,4 +1,4 @@
-"""``python -m usl.crm {train,eval}``: the two CRM commands without the rest of the CLI.
+"""``python -m usl.crm {train,eval,train-style}``: the CRM commands without the rest of the CLI.
 
 For machines that have torch/transformers/peft but not the server stack (a rented GPU box)::
 
@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from usl.crm.commands import eval_command, train_command
+from usl.crm.commands import eval_command, train_command, train_style_command
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
@@ -27,6 +27,7 @@ def _root(ctx: typer.Context, home: Optional[str] = typer.Option(None, "--home",
 
 app.command("train")(train_command)
 app.command("eval")(eval_command)
+app.command("train-style")(train_style_command)
 
 if __name__ == "__main__":
     app()

@@ -83,3 +83,91 @@ def eval_command(ctx: typer.Context,
             Path(out).parent.mkdir(parents=True, exist_ok=True)
             Path(out).write_text(json.dumps(d, indent=2))
         typer.echo(json.dumps(d, indent=2) if as_json else report.to_text())
+
+
+def _texts_file(path: str) -> tuple[list[bytes], list[str]]:
+    """(keys, texts) of a JSON list of answer texts, or of ``{"keys": [hex], "texts": [...]}`` where
+    each text may be cut after what the scorer reads (``usl.crm.style_scorer.reading_prefix``) and
+    its key is that of the whole answer (``text_key``)."""
+    from usl.crm.style_scorer import text_key
+    from usl.data.io import read_json
+
+    got = read_json(path)
+    if isinstance(got, list) and all(isinstance(t, str) for t in got):
+        return [text_key(t) for t in got], got
+    if (isinstance(got, dict) and isinstance(got.get("keys"), list) and isinstance(got.get("texts"), list)
+            and len(got["keys"]) == len(got["texts"]) and all(isinstance(t, str) for t in got["texts"])):
+        try:
+            return [bytes.fromhex(k) for k in got["keys"]], got["texts"]
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: field 'keys': not hex strings ({e})") from e
+    raise ValueError(f"{path}: expected a JSON list of answer texts, or an object with 'keys' and 'texts' "
+                     "lists of one length")
+
+
+def train_style_command(
+        train: List[str] = typer.Option(..., "--train", help="Paper-format JSONL (repeatable): the winners of pairs "
+                                        "whose criteria family starts with --prefix are the styled answers."),
+        out: str = typer.Option("artifacts/style-scorer", "--out", help="Output directory."),
+        prefix: str = typer.Option("domain_", help="Criteria families that name an answer's style."),
+        known: List[str] = typer.Option([], "--known", help="Answer texts to score and keep in the scorer's shipped "
+                                        "table (a board's answers): a JSON list (.gz ok) or keys+texts; "
+                                        "repeatable."),
+        score: List[str] = typer.Option([], "--score", help="Answer texts to score into OUT/scores.npz (training "
+                                        "answers; not shipped); same formats; repeatable."),
+        base: Optional[str] = typer.Option(None, help="Directory of the base encoder (default: the packaged "
+                                           "all-MiniLM-L6-v2)."),
+        lora_r: int = typer.Option(16, help="LoRA rank."),
+        lr: float = typer.Option(5e-4, help="LoRA learning rate."),
+        epochs: int = typer.Option(8, help="Epochs."),
+        max_len: int = typer.Option(256, help="Tokens of an answer that are read."),
+        folds: int = typer.Option(5, help="Cross-fitting folds."),
+        seed: int = typer.Option(0, help="Seed.")) -> None:
+    """Fine-tune the style scorer (MiniLM + LoRA) whose scores the fast CRM reads; a GPU makes it minutes.
+
+    Writes OUT/style_scorer/ (what `usl train-fast --style-scorer OUT` ships with the CRM),
+    OUT/heldout.npz (cross-fitted scores of the styled training answers) and OUT/scores.npz."""
+    import time
+    from pathlib import Path
+
+    import torch
+
+    from usl.crm.style_scorer import StyleScorerConfig, fit_style, text_key, write_table
+
+    with user_errors():
+        from usl.crm.fast_train import _register_groups
+        from usl.data.paper_jsonl import read_samples
+
+        t0 = time.time()
+        samples = [s for f in train for s in read_samples(f)]
+        groups = _register_groups(samples, prefix)
+        if not groups:
+            raise ValueError(f"no pairs with a criteria family starting with {prefix!r} in {', '.join(train)}")
+        sets = {}
+        for name, files in (("known", known), ("score", score)):
+            keys, texts = [], []
+            for f in files:
+                k, t = _texts_file(f)
+                keys += k
+                texts += t
+            sets[name] = (keys, texts)
+        cfg = StyleScorerConfig(labels=tuple(sorted({label for g in groups for label in g})), lora_r=lora_r, lr=lr,
+                                epochs=epochs, max_len=max_len, folds=folds, seed=seed)
+        scorer, held = fit_style(groups, cfg, base_path=base)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        tables = {}
+        for name, (keys, texts) in sets.items():
+            scores = scorer.compute(texts, batch=128 if device == "cuda" else 32, device=device) if texts else []
+            tables[name] = dict(zip(keys, scores))
+        o = Path(out)
+        o.mkdir(parents=True, exist_ok=True)
+        scorer.known = tables["known"]
+        scorer.save(o)
+        write_table(o / "heldout.npz", {text_key(t): s for t, s in held.items()})
+        if tables["score"]:
+            write_table(o / "scores.npz", tables["score"])
+        report = {"out": out, "labels": list(cfg.labels), "queries": len(groups), "heldout": len(held),
+                  "known": len(tables["known"]), "scored": len(tables["score"]), "device": device,
+                  "seconds": round(time.time() - t0, 1)}
+        (o / "training.json").write_text(json.dumps(report | {"train": list(train)}, indent=2))
+        typer.echo(json.dumps(report))

@@ -24,9 +24,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from usl.crm.criteria_lexicon import LEXICON_AXES, dislikes_only_faults, leading_negation, strip_intensifiers
+from usl.crm.criteria_lexicon import (
+    LEXICON_AXES,
+    dislikes_only_faults,
+    leading_negation,
+    strip_intensifiers,
+)
 from usl.crm.features import FEATURES
-from usl.crm.register import RegisterScorer
+from usl.crm.register import RegisterScorer, RegisterStack, load_registers
 
 AVOID_PREFIX = "avoid:"
 
@@ -60,12 +65,13 @@ class FastCRMConfig:
 
 
 class FastCRM(nn.Module):
-    def __init__(self, cfg: FastCRMConfig, vocab_size: int = 30522, register: RegisterScorer | None = None):
+    def __init__(self, cfg: FastCRMConfig, vocab_size: int = 30522,
+                 register: RegisterScorer | RegisterStack | None = None):
         super().__init__()
         if cfg.features != FEATURES + (register.names if register else ()) or cfg.n_features != len(cfg.features):
             raise ValueError("FastCRMConfig.features must be the style features, then the register scorer's")
         self.cfg = cfg
-        self.register = register  # answer register scores, the last features (register.py); None = none
+        self.register = register  # register and style scores: the last features (register.py); None = none
         d, F, H = cfg.dim, cfg.n_features, cfg.hidden
         dc = d + len(cfg.lexicon)  # a criterion: sentence embedding + keyword features
         self.register_buffer("feat_mean", torch.zeros(F))
@@ -151,7 +157,7 @@ class FastCRM(nn.Module):
             self.register.save(out)
 
     @classmethod
-    def load(cls, path: str | Path) -> "FastCRM":
+    def load(cls, path: str | Path) -> FastCRM:
         from safetensors.torch import load_file
 
         p = Path(path)
@@ -160,10 +166,13 @@ class FastCRM(nn.Module):
         vocab = raw.pop("vocab_size", 30522)
         raw["features"] = tuple(raw["features"])
         raw["lexicon"] = tuple(raw.get("lexicon", ()))
-        register = RegisterScorer.load(p)
+        register = load_registers(p)
         if raw["features"] != FEATURES + (register.names if register else ()):
+            have = set(register.names if register else ())
+            lost = [f for prefix, f in (("register_", "register.npz"), ("style_", "style_scorer/"))
+                    if any(n.startswith(prefix) and n not in have for n in raw["features"])]
             raise ValueError(f"{p}: model was trained with other style features"
-                             f"{'' if register else ' (or its register.npz is missing)'}; retrain it")
+                             f"{f' (or its {lost[0]} is missing)' if lost else ''}; retrain it")
         if raw["lexicon"] != LEXICON_AXES:
             raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
         model = cls(FastCRMConfig(**raw), vocab_size=vocab, register=register)

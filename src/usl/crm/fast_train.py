@@ -26,8 +26,10 @@ from usl.crm.criteria_encoder import CriteriaEncoder
 from usl.crm.criteria_lexicon import lexicon_matrix
 from usl.crm.fast_model import FastCRM, FastCRMConfig, as_tensor, split_sign
 from usl.crm.formatting import judged_texts
-from usl.crm.register import RegisterConfig, RegisterScorer, fit_register
+from usl.crm.register import RegisterConfig, RegisterStack, fit_register
 from usl.crm.static_embed import StaticEmbedder, fit_idf
+from usl.crm.style_scorer import DIR as STYLE_DIR
+from usl.crm.style_scorer import StyleScorer, read_table, text_key
 from usl.data.paper_jsonl import read_samples
 from usl.types import DataError, PreferenceSample
 
@@ -63,6 +65,10 @@ class FastTrainConfig:
         "help": "Criteria families starting with this prefix label answers (the winner of each such pair is "
                 "written in the family's style) for the register scorer, whose scores become answer features "
                 "(register.py). '' = no register scorer."})
+    style_scorer: str = field(default="", metadata={
+        "help": "Directory written by `usl train-style`: its style scorer's scores become answer features after "
+                "the register scorer's, its cross-fitted scores (heldout.npz) stand in for the styled training "
+                "answers, and its scores.npz saves scoring the training answers on the CPU. '' = none."})
     oversample: dict = field(default_factory=lambda: {"human/": 3},
                              metadata={"help": "Source prefix -> how many times its samples appear per epoch."})
 
@@ -112,16 +118,41 @@ def _register_groups(samples: list[PreferenceSample], prefix: str) -> list[dict[
     return [g for g in groups.values() if len(g) > 1]
 
 
-def _register(samples: list[PreferenceSample], cfg: FastTrainConfig) -> tuple[RegisterScorer | None, dict]:
+def _register(samples: list[PreferenceSample], cfg: FastTrainConfig) -> tuple[RegisterStack | None, dict]:
+    """The answer scorers (n-gram register, style) and the cross-fitted scores of the answers they were
+    fitted on, answer text -> the stack's scores."""
     groups = _register_groups(samples, cfg.register_prefix)
     if not groups:
         if cfg.register_prefix:
             log.info("no %s* pairs in the training data: no register scorer", cfg.register_prefix)
+        if cfg.style_scorer:
+            raise ValueError(f"style_scorer={cfg.style_scorer!r} needs {cfg.register_prefix or 'styled'}* pairs in "
+                             "the training data")
         return None, {}
     labels = tuple(sorted({label for g in groups for label in g}))
     scorer, held = fit_register(groups, RegisterConfig(labels=labels), seed=cfg.seed)
     log.info("register scorer: %d labels (%s) fitted on %d queries", len(labels), ", ".join(labels), len(groups))
-    return scorer, held
+    if not cfg.style_scorer:
+        return RegisterStack([scorer]), held
+    style = StyleScorer.load(cfg.style_scorer)
+    if style is None:
+        raise FileNotFoundError(f"{cfg.style_scorer}: no {STYLE_DIR}/ (write one with `usl train-style`)")
+    if style.cfg.labels != labels:
+        raise ValueError(f"{cfg.style_scorer}: style scorer labels {style.cfg.labels} differ from the training "
+                         f"data's {labels}")
+    d = Path(cfg.style_scorer)
+    style_held = read_table(d / "heldout.npz", len(labels))
+    if (d / "scores.npz").exists():
+        style.lookup = read_table(d / "scores.npz", len(labels))
+    fitted = {t for g in groups if len(set(g.values())) > 1 for t in g.values()}  # what fit_style trains on
+    missing = [t for t in fitted if text_key(t) not in style_held]
+    if missing:
+        raise ValueError(f"{d / 'heldout.npz'}: no cross-fitted scores for {len(missing)} styled training answers "
+                         f"(e.g. {missing[0][:60]!r}); was the style scorer fitted on this training data?")
+    log.info("style scorer: %s (%d cross-fitted answers, %d known scores)", d, len(style_held), len(style.lookup))
+    rest = [t for t in held if text_key(t) not in style_held]  # answers of groups it could not learn from
+    style_held.update((text_key(t), v) for t, v in zip(rest, style.scores(rest)))
+    return RegisterStack([scorer, style]), {t: np.concatenate([v, style_held[text_key(t)]]) for t, v in held.items()}
 
 
 def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[str, int],

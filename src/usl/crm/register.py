@@ -160,3 +160,42 @@ def fit_register(groups: Sequence[Mapping[str, str]], cfg: RegisterConfig,
         for t, s in zip(mine, part.scores(mine)):
             held[t] = s
     return full, held
+
+
+class RegisterStack:
+    """The answer scorers a fast CRM reads, side by side: the n-gram register scorer's scores, then
+    the style scorer's (``style_scorer.py``), each where the model has one."""
+
+    def __init__(self, parts: Sequence):
+        if not parts:
+            raise ValueError("register stack: no scorers")
+        self.parts = tuple(parts)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for p in self.parts for n in p.names)
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        return hashlib.sha256("+".join(p.fingerprint for p in self.parts).encode()).hexdigest()[:16]
+
+    def scores(self, texts: Sequence[str]) -> np.ndarray:
+        return np.concatenate([p.scores(texts) for p in self.parts], 1)
+
+    def save(self, out_dir: str | Path) -> None:
+        for p in self.parts:
+            p.save(out_dir)
+
+    def set_cache_dir(self, cache_dir: str | Path) -> None:
+        """Where scorers that run a network keep what they computed."""
+        for p in self.parts:
+            if hasattr(p, "cache_dir"):
+                p.cache_dir = Path(cache_dir)
+
+
+def load_registers(path: str | Path) -> RegisterStack | None:
+    """The answer scorers saved with a model (``path`` is the model directory), or None."""
+    from usl.crm.style_scorer import StyleScorer
+
+    parts = [p for p in (RegisterScorer.load(path), StyleScorer.load(path)) if p is not None]
+    return RegisterStack(parts) if parts else None

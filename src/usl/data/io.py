@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import lzma
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,12 +20,14 @@ _TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an inte
 
 
 def open_text(path: str | Path) -> io.TextIOBase:
-    """Open a text file for reading, transparently un-gzipping ``*.gz``."""
+    """Open a text file for reading, transparently decompressing ``*.gz`` and ``*.xz``."""
     p = Path(path)
     if not p.is_file():
         raise DataError("file not found", path=str(p))
     if p.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8")
+    if p.suffix == ".xz":
+        return io.TextIOWrapper(lzma.open(p, "rb"), encoding="utf-8")
     return open(p, encoding="utf-8")
 
 
@@ -42,7 +45,7 @@ def read_json(path: str | Path) -> Any:
     try:
         with open_text(path) as f:
             text = f.read()
-    except (OSError, UnicodeDecodeError, EOFError) as e:
+    except (OSError, UnicodeDecodeError, EOFError, lzma.LZMAError) as e:
         raise DataError(f"cannot read file: {e}", path=str(path)) from e
     try:
         return json.loads(text)
@@ -65,7 +68,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                 if not isinstance(obj, dict):
                     raise DataError(f"expected a JSON object, got {_kind(obj)}", path=str(path), line=n)
                 yield n, obj
-    except (OSError, UnicodeDecodeError, EOFError) as e:
+    except (OSError, UnicodeDecodeError, EOFError, lzma.LZMAError) as e:
         raise DataError(f"cannot read file: {e}", path=str(path)) from e
 
 

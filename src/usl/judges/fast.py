@@ -66,6 +66,8 @@ class FastJudge:
         self.model = FastCRM.load(self.weights)
         cache = paths.cache_dir(home)
         self.static = StaticEmbedder(cache / "static", idf=self.model.idf.numpy())
+        if hasattr(self.model.register, "set_cache_dir"):
+            self.model.register.set_cache_dir(cache / "style")
         self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register)
         adapter = self.weights / ADAPTER_DIR
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)

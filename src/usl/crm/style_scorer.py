@@ -1,0 +1,371 @@
+"""Style scores of an answer from a fine-tuned sentence encoder (all-MiniLM-L6-v2 with LoRA).
+
+The n-gram register scorer (``register.py``) sees words and characters; answers to one query written
+in two domain styles often differ in a handful of them (DSP's academy and business answers), and a
+bag of n-grams misses how they are put together. This scorer fine-tunes the criteria tower's
+encoder, rank-16 LoRA plus a linear head over mean-pooled tokens, to give each answer one score per
+style label, trained the register scorer's way: for each query and each label, a softmax over that
+query's answers must pick the answer written in the label's style. Comparing answers to the same
+query cancels their shared content. On the 72 held-out DSP queries of the domain eval file it
+picks the right answer of a pair 0.83-0.86 of the time when told the style, where the n-gram scorer
+manages 0.78 (``scripts/domain_ceiling.py``).
+
+Its scores are extra answer features of the fast CRM (``style_<label>``), after the n-gram
+register's. Training answers get cross-fitted scores (``fit_style`` returns them); a GPU makes
+fitting a matter of minutes (``usl train-style``). Judging runs on the CPU, about 35 answers a
+second on 2 cores; answers it has scored before are looked up instead: a table of known answers
+shipped with the weights (the default board's, so that a first start costs nothing extra), and a
+disk cache of what it computed.
+
+Files in a model directory (``style_scorer/``): ``config.json``, ``weights.safetensors`` (the LoRA
+matrices and the head, fp16, about 1.3 MB) and optionally ``known.npz`` (answer text hash ->
+scores).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+DIR = "style_scorer"
+KNOWN = "known.npz"
+TARGETS = ("query", "key", "value", "dense")
+
+
+@dataclass(frozen=True)
+class StyleScorerConfig:
+    labels: tuple[str, ...]
+    base: str = "sentence-transformers/all-MiniLM-L6-v2"  # the packaged copy is used when installed
+    lora_r: int = 16
+    lr: float = 5e-4           # LoRA learning rate (one-cycle schedule)
+    head_lr: float = 1e-3
+    epochs: int = 8
+    max_len: int = 256         # tokens of an answer that are read
+    batch: int = 8             # queries per step (all their answers)
+    folds: int = 5             # cross-fitting folds for the training answers
+    seed: int = 0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f"style_{label}" for label in self.labels)
+
+    def __post_init__(self) -> None:
+        if not self.labels:
+            raise ValueError("style scorer: no labels")
+        for name in ("lora_r", "epochs", "max_len", "batch", "folds"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"style scorer: {name}={getattr(self, name)} must be >= 1")
+
+
+KEY_BYTES = 12
+
+
+def text_key(text: str) -> bytes:
+    """How tables of scores name an answer: the first 12 bytes of its SHA-256."""
+    return hashlib.sha256(text.encode()).digest()[:KEY_BYTES]
+
+
+def _base_path(cfg: StyleScorerConfig, base_path: str | None) -> str:
+    if base_path:
+        return base_path
+    if cfg.base == "sentence-transformers/all-MiniLM-L6-v2":
+        from usl.data.embed import encoder_path
+
+        return encoder_path()
+    return cfg.base
+
+
+def _network(cfg: StyleScorerConfig, base_path: str | None):
+    """(tokenizer, LoRA-wrapped encoder, head) with fresh LoRA and head weights."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    path = _base_path(cfg, base_path)
+    tok = AutoTokenizer.from_pretrained(path)
+    level, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # the checkpoint's pooler, which mean pooling leaves out, is no news
+    hf_logging.disable_progress_bar()
+    try:
+        enc = AutoModel.from_pretrained(path, dtype=torch.float32, add_pooling_layer=False)
+    finally:
+        hf_logging.set_verbosity(level)
+        if bar:
+            hf_logging.enable_progress_bar()
+    enc = get_peft_model(enc, LoraConfig(r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, lora_dropout=0.05,
+                                         target_modules=list(TARGETS)))
+    head = torch.nn.Linear(enc.config.hidden_size, len(cfg.labels))
+    return tok, enc, head
+
+
+def _pooled_scores(tok, enc, head, texts: Sequence[str], max_len: int, device: str):
+    import torch
+
+    x = tok(list(texts), truncation=True, max_length=max_len, padding=True, return_tensors="pt").to(device)
+    with torch.autocast(device, dtype=torch.bfloat16, enabled=device == "cuda" and enc.training):
+        h = enc(**x).last_hidden_state
+    m = x["attention_mask"].unsqueeze(-1).float()
+    return head((h.float() * m).sum(1) / m.sum(1))
+
+
+class StyleScorer:
+    """``scores(texts)`` -> (n, len(labels)) float32: one style score per label."""
+
+    def __init__(self, cfg: StyleScorerConfig, state: Mapping[str, object], base_path: str | None = None,
+                 known: Mapping[bytes, np.ndarray] | None = None):
+        self.cfg = cfg
+        self.state = {k: v for k, v in state.items()}  # LoRA tensors ("lora.*") and head ("head.*")
+        self.base_path = base_path
+        self.known: dict[bytes, np.ndarray] = dict(known or {})  # shipped with the weights
+        self.lookup: dict[bytes, np.ndarray] = {}  # more known scores, not saved (training answers)
+        self.cache_dir: Path | None = None  # set by a judge: computed scores persist there
+        self._cache: dict[bytes, np.ndarray] | None = None
+        self._net = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.cfg.names
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256(json.dumps(asdict(self.cfg)).encode())
+        for k in sorted(self.state):
+            h.update(k.encode())
+            h.update(self.state[k].float().numpy().tobytes())
+        return h.hexdigest()[:16]
+
+    # -- scoring -----------------------------------------------------------------------------------
+    def _model(self):
+        if self._net is None:
+            import torch
+            from peft import set_peft_model_state_dict
+
+            tok, enc, head = _network(self.cfg, self.base_path)
+            lora = {k[len("lora."):]: v.float() for k, v in self.state.items() if k.startswith("lora.")}
+            result = set_peft_model_state_dict(enc, lora)
+            if getattr(result, "unexpected_keys", None):
+                raise ValueError(f"style scorer: weights do not fit the encoder ({result.unexpected_keys[:3]})")
+            head.load_state_dict({k[len("head."):]: v.float() for k, v in self.state.items() if k.startswith("head.")})
+            enc = enc.merge_and_unload().eval()
+            self._net = (tok, enc, head.eval(), torch)
+        return self._net
+
+    def compute(self, texts: Sequence[str], batch: int = 32, device: str = "cpu") -> np.ndarray:
+        """Scores by the network, ignoring the tables (in batches of texts of similar length)."""
+        out = np.zeros((len(texts), len(self.cfg.labels)), np.float32)
+        if not texts:
+            return out
+        tok, enc, head, torch = self._model()
+        enc.to(device)
+        head.to(device)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        from tqdm.auto import tqdm
+
+        with torch.inference_mode():
+            for s in tqdm(range(0, len(order), batch), desc="style scores", unit="batch",
+                          disable=len(order) < 20 * batch):
+                idx = order[s:s + batch]
+                out[idx] = _pooled_scores(tok, enc, head, [texts[i] for i in idx], self.cfg.max_len,
+                                          device).cpu().numpy()
+        return out
+
+    def scores(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), len(self.cfg.labels)), np.float32)
+        keys = [text_key(t) for t in texts]
+        cache = self._disk_cache()
+        todo = []
+        for i, k in enumerate(keys):
+            hit = self.known.get(k)
+            if hit is None:
+                hit = self.lookup.get(k)
+            if hit is None:
+                hit = cache.get(k)
+            if hit is None:
+                todo.append(i)
+            else:
+                out[i] = hit
+        if todo:
+            uniq = list(dict.fromkeys(texts[i] for i in todo))
+            if len(uniq) > 100:
+                log.info("style scorer: scoring %d new answers on the CPU", len(uniq))
+            fresh = dict(zip(uniq, self.compute(uniq)))
+            for i in todo:
+                out[i] = fresh[texts[i]]
+            cache.update((text_key(t), s) for t, s in fresh.items())
+            self._save_cache()
+        return out
+
+    # -- the disk cache of computed scores --------------------------------------------------------
+    def _cache_file(self) -> Path | None:
+        return self.cache_dir / f"style_{self.fingerprint}.npz" if self.cache_dir else None
+
+    def _disk_cache(self) -> dict[bytes, np.ndarray]:
+        if self._cache is None:
+            self._cache = {}
+            f = self._cache_file()
+            if f is not None and f.exists():
+                try:
+                    self._cache = read_table(f, len(self.cfg.labels))
+                except ValueError as e:  # a torn file: recompute
+                    log.warning("%s", e)
+        return self._cache
+
+    def _save_cache(self) -> None:
+        f = self._cache_file()
+        if f is not None and self._cache:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            write_table(f.with_name(f.stem + ".tmp.npz"), self._cache)
+            f.with_name(f.stem + ".tmp.npz").replace(f)
+
+    # -- persistence -------------------------------------------------------------------------------
+    def save(self, out_dir: str | Path, known: bool = True) -> None:
+        import torch
+        from safetensors.torch import save_file
+
+        out = Path(out_dir) / DIR
+        out.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.to(torch.float16).contiguous() for k, v in self.state.items()}, out / "weights.safetensors")
+        (out / "config.json").write_text(json.dumps(asdict(self.cfg), indent=2))
+        if known and self.known:
+            write_table(out / KNOWN, self.known)
+
+    @classmethod
+    def load(cls, path: str | Path, base_path: str | None = None) -> StyleScorer | None:
+        """The scorer saved with a model (``path`` is the model directory), or None if it has none."""
+        d = Path(path) / DIR
+        if not d.exists():
+            return None
+        try:
+            from safetensors.torch import load_file
+
+            raw = json.loads((d / "config.json").read_text())
+            cfg = StyleScorerConfig(**(raw | {"labels": tuple(raw["labels"])}))
+            state = load_file(d / "weights.safetensors")
+            known = read_table(d / KNOWN, len(cfg.labels)) if (d / KNOWN).exists() else {}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{d}: unreadable style scorer ({e}); retrain it with `usl train-style`") from e
+        # the scores of an fp16 copy must match what was fitted: round the stored weights once, here
+        return cls(cfg, state, base_path=base_path, known=known)
+
+
+def write_table(path: Path, table: Mapping[bytes, np.ndarray]) -> None:
+    """Keys as a (n, 12) byte matrix: numpy's fixed-width bytes type would drop a key's trailing zeros."""
+    keys = np.frombuffer(b"".join(table), dtype=np.uint8).reshape(-1, KEY_BYTES)
+    scores = np.stack(list(table.values())).astype(np.float32) if table else np.zeros((0, 0), np.float32)
+    np.savez_compressed(path, keys=keys, scores=scores)
+
+
+def read_table(path: Path, n_labels: int) -> dict[bytes, np.ndarray]:
+    try:
+        z = np.load(path)
+        keys, scores = z["keys"], z["scores"]
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{path}: unreadable table of style scores ({e})") from e
+    if keys.dtype.kind == "S":  # an early format: fixed-width bytes, trailing zeros dropped
+        keys = [bytes(k).ljust(KEY_BYTES, b"\0") for k in keys]
+    elif keys.dtype == np.uint8 and keys.ndim == 2 and keys.shape[1] == KEY_BYTES:
+        keys = [k.tobytes() for k in keys]
+    else:
+        raise ValueError(f"{path}: keys of type {keys.dtype} and shape {keys.shape}, not (n, {KEY_BYTES}) bytes")
+    if len(keys) and scores.shape != (len(keys), n_labels):
+        raise ValueError(f"{path}: {scores.shape} scores for {len(keys)} answers and {n_labels} labels")
+    return dict(zip(keys, scores))
+
+
+# -- fitting ---------------------------------------------------------------------------------------
+def _fit_one(groups: Sequence[Mapping[str, str]], cfg: StyleScorerConfig, base_path: str | None,
+             device: str, seed: int) -> dict:
+    import torch
+    from peft import get_peft_model_state_dict
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    tok, enc, head = _network(cfg, base_path)
+    enc.to(device)
+    head.to(device)
+    opt = torch.optim.AdamW([{"params": [p for p in enc.parameters() if p.requires_grad], "lr": cfg.lr},
+                             {"params": head.parameters(), "lr": cfg.head_lr}], weight_decay=0.01)
+    steps = cfg.epochs * ((len(groups) + cfg.batch - 1) // cfg.batch)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[cfg.lr, cfg.head_lr], total_steps=max(steps, 1),
+                                                pct_start=0.1)
+    col = {label: j for j, label in enumerate(cfg.labels)}
+    order = list(range(len(groups)))
+    enc.train()
+    for _ in range(cfg.epochs):
+        rng.shuffle(order)
+        for s in range(0, len(order), cfg.batch):
+            batch = [groups[i] for i in order[s:s + cfg.batch]]
+            texts: list[str] = []
+            terms = []  # (rows of this query's answers, label column, row of the label's answer)
+            for g in batch:
+                uniq = list(dict.fromkeys(g.values()))
+                rows = list(range(len(texts), len(texts) + len(uniq)))
+                texts += uniq
+                for label, t in g.items():
+                    terms.append((rows, col[label], rows[uniq.index(t)]))
+            S = _pooled_scores(tok, enc, head, texts, cfg.max_len, device)
+            ce = torch.nn.functional.cross_entropy
+            loss = torch.stack([ce(S[rows, c], torch.tensor(rows.index(w), device=device))
+                                for rows, c, w in terms]).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    state = {f"lora.{k}": v.detach().cpu() for k, v in get_peft_model_state_dict(enc).items()}
+    state |= {f"head.{k}": v.detach().cpu() for k, v in head.state_dict().items()}
+    return state
+
+
+def fit_style(groups: Sequence[Mapping[str, str]], cfg: StyleScorerConfig, base_path: str | None = None,
+              device: str | None = None) -> tuple[StyleScorer, dict[str, np.ndarray]]:
+    """Fit on ``groups`` (one dict label -> answer text per query) and cross-fit their answers.
+
+    Returns the scorer fitted on every group, and for each answer text of the groups its scores from
+    the scorer of the fold that left its group out (what training the CRM should see). Scores are
+    those of the fp16 weights that are saved.
+    """
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    unknown = sorted({label for g in groups for label in g} - set(cfg.labels))
+    if unknown:
+        raise ValueError(f"style scorer: groups have labels {unknown} that are not among {cfg.labels}")
+    groups = [g for g in groups if len(set(g.values())) > 1]
+    if len(groups) < 2:
+        raise ValueError("style scorer: needs at least two queries with two or more differently styled answers")
+    k = max(2, min(cfg.folds, len(groups)))
+    fold = np.random.default_rng(cfg.seed).permutation(len(groups)) % k
+    held: dict[str, np.ndarray] = {}
+    for f in range(k):
+        log.info("style scorer: fold %d/%d", f + 1, k)
+        state = _fit_one([g for g, i in zip(groups, fold) if i != f], cfg, base_path, device, cfg.seed + 1 + f)
+        mine = list(dict.fromkeys(t for g, i in zip(groups, fold) if i == f for t in g.values()))
+        fold_scorer = StyleScorer(cfg, {k: v.half() for k, v in state.items()}, base_path=base_path)
+        held.update(zip(mine, fold_scorer.compute(mine, batch=128 if device != "cpu" else 32, device=device)))
+    log.info("style scorer: fitting on all %d queries", len(groups))
+    state = {k: v.half() for k, v in _fit_one(groups, cfg, base_path, device, cfg.seed).items()}
+    return StyleScorer(cfg, state, base_path=base_path), held
+
+
+def reading_prefix(text: str, tok, max_len: int) -> str:
+    """``text`` cut after the whole words that hold its first ``max_len`` tokens: the scorer reads
+    the same tokens from both, and a carried copy of a long answer gets much shorter."""
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
+    spans = enc["offset_mapping"]
+    if len(spans) <= max_len:
+        return text
+    end = spans[max_len - 1][1]
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    return text[:end]

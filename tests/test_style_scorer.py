@@ -1,0 +1,211 @@
+"""The style scorer (a LoRA-tuned sentence encoder scoring answer styles) and its place in the fast CRM.
+
+The encoder is a tiny random BERT built from a config, with the packaged MiniLM's tokenizer: no download.
+"""
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from usl.crm.style_scorer import (
+    StyleScorer,
+    StyleScorerConfig,
+    fit_style,
+    read_table,
+    reading_prefix,
+    text_key,
+    write_table,
+)
+
+TOPICS = ["rivers", "bridges", "tides", "forests", "volcanoes", "glaciers", "deserts", "comets", "bees",
+          "coral", "storms", "caves"]
+LABELS = ("domain_academy", "domain_business")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> str:
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from usl.data.embed import encoder_path
+
+    out = tmp_path_factory.mktemp("tiny_bert")
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(encoder_path())
+    tok.save_pretrained(str(out))
+    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(str(out))
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("usl_home"))
+
+
+def _groups(topics):
+    """Each query has an answer in a scholarly and in a sales register: same content, other words."""
+    return [{"domain_academy": f"Empirical studies of {t} suggest, per the literature, that {t} vary; "
+                               f"further research into {t} is warranted.",
+             "domain_business": f"Our {t} deliver strong value for customers; {t} drive revenue growth "
+                                f"and a competitive edge for the brand."} for t in topics]
+
+
+CFG = StyleScorerConfig(labels=LABELS, lora_r=4, lr=5e-3, head_lr=1e-2, epochs=12, max_len=48, batch=4, folds=3)
+
+
+@pytest.fixture(scope="module")
+def fitted(base):
+    return fit_style(_groups(TOPICS), CFG, base_path=base, device="cpu")
+
+
+def test_style_scores_rank_the_answer_written_in_the_style_and_cross_fit_every_answer(fitted):
+    scorer, held = fitted
+    groups = _groups(TOPICS)
+    assert scorer.names == ("style_domain_academy", "style_domain_business")
+    assert set(held) == {t for g in groups for t in g.values()}
+    # held-out scores come from folds that never saw the query, and still rank the styles
+    right = [held[g["domain_academy"]][0] > held[g["domain_business"]][0] for g in groups]
+    right += [held[g["domain_business"]][1] > held[g["domain_academy"]][1] for g in groups]
+    assert np.mean(right) >= 0.9
+    s = scorer.scores(["Studies in the literature suggest that further research on kites is warranted.",
+                       "Kites drive revenue growth and deliver value for our customers."])
+    assert s.shape == (2, 2) and s[0, 0] > s[1, 0] and s[1, 1] > s[0, 1]
+
+
+def test_style_scorer_round_trips_looks_up_known_answers_and_caches_the_rest(fitted, base, tmp_path, monkeypatch):
+    scorer, _ = fitted
+    texts = ["The literature suggests further research.", "Revenue growth for customers.", "Plain words."]
+    scorer.known = {text_key(texts[0]): np.array([7.0, -7.0], np.float32)}
+    scorer.save(tmp_path)
+    back = StyleScorer.load(tmp_path, base_path=base)
+    assert back.cfg == scorer.cfg and back.fingerprint == scorer.fingerprint
+    np.testing.assert_allclose(back.compute(texts[1:]), scorer.compute(texts[1:]), atol=1e-5)  # weights are fp16
+    back.cache_dir = tmp_path / "cache"
+    got = back.scores(texts)
+    np.testing.assert_allclose(got[0], [7.0, -7.0])  # from the shipped table, not the network
+    assert (tmp_path / "cache" / f"style_{back.fingerprint}.npz").exists()
+
+    again = StyleScorer.load(tmp_path, base_path=base)
+    again.cache_dir = tmp_path / "cache"
+    monkeypatch.setattr(again, "compute", lambda *a, **k: pytest.fail("recomputed a cached answer"))
+    np.testing.assert_allclose(again.scores(texts), got)
+    assert StyleScorer.load(tmp_path / "elsewhere") is None
+
+
+def test_a_bad_style_scorer_file_is_named(fitted, tmp_path):
+    fitted[0].save(tmp_path)
+    (tmp_path / "style_scorer" / "known.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="known.npz"):
+        StyleScorer.load(tmp_path)
+
+
+def test_score_tables_keep_keys_that_end_in_zero_bytes(tmp_path):
+    # numpy's fixed-width bytes type drops trailing zeros: 1 key in 256 would be lost
+    keys = [b"abcdefghijk\0", b"\0" * 12, text_key("x")]
+    write_table(tmp_path / "t.npz", {k: np.full(3, i, np.float32) for i, k in enumerate(keys)})
+    back = read_table(tmp_path / "t.npz", 3)
+    assert list(back) == keys and back[b"\0" * 12][0] == 1
+    with pytest.raises(ValueError, match="t.npz.*2 labels"):
+        read_table(tmp_path / "t.npz", 2)
+
+
+def test_reading_prefix_keeps_every_token_the_scorer_reads():
+    from transformers import AutoTokenizer
+
+    from usl.data.embed import encoder_path
+
+    tok = AutoTokenizer.from_pretrained(encoder_path())
+    text = " ".join(f"word{i} unbelievably-long,tokenisation" for i in range(60))
+    cut = reading_prefix(text, tok, 32)
+    assert len(cut) < len(text) / 5 and text.startswith(cut)
+    ids = lambda t: tok(t, truncation=True, max_length=32)["input_ids"]
+    assert ids(cut) == ids(text)
+    assert reading_prefix("short answer", tok, 32) == "short answer"
+
+
+def test_fit_style_refuses_unknown_labels_and_too_little_data(base):
+    with pytest.raises(ValueError, match="domain_poetry"):
+        fit_style([{"domain_poetry": "a", "domain_academy": "b"}] * 2, CFG, base_path=base, device="cpu")
+    with pytest.raises(ValueError, match="at least two queries"):
+        fit_style(_groups(TOPICS[:1]), CFG, base_path=base, device="cpu")
+
+
+def _domain_rows(topics):
+    rows = []
+    for i, g in enumerate(_groups(topics)):
+        q = f"Tell me about {topics[i]}."
+        for family, crit in (("domain_academy", "Scholarly, like a journal article."),
+                             ("domain_business", "Speak like a sales executive.")):
+            a, b = g["domain_academy"], g["domain_business"]
+            if i % 2:
+                a, b = b, a
+            rows.append({"idx": f"{i}-{family}", "prompt": q, "criteria": [crit], "source": "domain/toy",
+                         "family": family,
+                         "model_a": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
+                         "model_b": [{"role": "user", "content": q}, {"role": "assistant", "content": b}],
+                         "preference": "model_a" if a == g[family] else "model_b"})
+    return rows
+
+
+def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(tmp_path, base, home, monkeypatch):
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+    from usl.crm.fast_model import FastCRM
+    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.judges.fast import FastJudge
+
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in _domain_rows(TOPICS)))
+    board = ["Our kites drive revenue growth.", "Studies of kites suggest further research."]
+    (tmp_path / "board.json.gz").write_bytes(gzip.compress(json.dumps(board).encode()))
+    cut = {"keys": [text_key("A long answer, cut.").hex()], "texts": ["A long answer"]}
+    (tmp_path / "cut.json").write_text(json.dumps(cut))
+    style = tmp_path / "style"
+    r = CliRunner().invoke(app, ["train-style", "--train", str(train), "--out", str(style), "--base", base,
+                                 "--known", str(tmp_path / "board.json.gz"), "--score", str(tmp_path / "cut.json"),
+                                 "--epochs", "2", "--folds", "2", "--lora-r", "2", "--max-len", "32"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output[r.output.index('{"out"'):])
+    assert report["known"] == 2 and report["scored"] == 1 and report["heldout"] == 2 * len(TOPICS)
+    assert text_key("A long answer, cut.") in read_table(style / "scores.npz", 2)
+
+    import usl.crm.style_scorer as ss
+
+    # a saved scorer names its base by hub id and loads the packaged MiniLM; the tiny one stands in for it
+    monkeypatch.setattr(ss, "_base_path", lambda cfg, path: path or base)
+    out = tmp_path / "model"
+    train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(out), epochs=1, batch_size=16,
+                               hidden=8, style_scorer=str(style)), Path(home) / "cache")
+    assert (out / "style_scorer" / "weights.safetensors").exists()
+    assert set(read_table(out / "style_scorer" / "known.npz", 2)) == {text_key(t) for t in board}
+    model = FastCRM.load(out)
+    assert model.cfg.features[-4:] == ("register_domain_academy", "register_domain_business",
+                                       "style_domain_academy", "style_domain_business")
+    judge = FastJudge(out, home=home)
+    judge.bank.rows(["q", "q"], board)
+    assert judge.bank.feats.shape[1] == len(model.cfg.features)
+    np.testing.assert_allclose(judge.bank.feats[-2:, -2:], np.stack([model.register.parts[1].known[text_key(t)]
+                                                                     for t in board]))
+
+    import shutil
+
+    shutil.rmtree(out / "style_scorer")  # the weights expect style features: a clear error, not a crash
+    with pytest.raises(ValueError, match="style_scorer/ is missing"):
+        FastCRM.load(out)
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"keys": ["zz"], "texts": ["a"]}))
+    r = CliRunner().invoke(app, ["train-style", "--train", str(train), "--out", str(tmp_path / "s2"), "--base", base,
+                                 "--known", str(bad)])
+    assert r.exit_code == 2 and "bad.json" in r.output and "keys" in r.output
+    with pytest.raises(ValueError, match="differ from the training"):
+        other = tmp_path / "other.jsonl"
+        rows = [r | {"family": r["family"].replace("academy", "poetry")} for r in _domain_rows(TOPICS)]
+        other.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        train_fast(FastTrainConfig(train=[str(other)], dev=[str(other)], out=str(tmp_path / "m2"), epochs=1,
+                                   batch_size=16, hidden=8, style_scorer=str(style)), Path(home) / "cache")
