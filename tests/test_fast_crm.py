@@ -44,6 +44,12 @@ def test_style_features_known_values():
     ("Go deep, not short.", "short", -1),
     ("Use vivid imagery.", "literary", 1),
     ("I belong here", "long", 0),          # "long" inside "belong" is not a hit
+    ("No jargon", "academic", -1),         # jargon is specialist language: turning it down is no dislike of plain
+    ("No jargon", "plain", 1),
+    ("Explain it without jargon.", "academic", -1),
+    ("Jargon-free explanations", "plain", 1),
+    ("Jargon-free explanations", "academic", 0),
+    ("Feel free to use jargon.", "academic", 1),
 ])
 def test_lexicon_signs_follow_negation_scope(text, axis, sign):
     value = lexicon_features(text)[LEXICON_AXES.index(axis)]

@@ -44,7 +44,8 @@ _AXES: dict[str, tuple[str, ...]] = {
              "explain more", "reasoning behind", "whys and hows", "how you got there", "nitty gritty",
              "more is more", "more is better", "the more the better"),
     "academic": ("academ", "scholar", "research", "scientific", "theory", "theoret", "rigor", "evidence",
-                 "citation", "cite", "formal", "technical", "precise", "journal", "university", "professor"),
+                 "citation", "cite", "formal", "technical", "precise", "journal", "university", "professor",
+                 "jargon"),  # specialist words: "No jargon" turns them down, it does not turn down plainness
     "business": ("business", "professional", "corporate", "practical", "actionable", "industry", "market",
                  "commercial", "roi", "customer", "strategy", "manager", "executive", "workplace"),
     "literary": ("poet", "poem", "literar", "literature", "creative", "vivid", "imagery", "metaphor", "story",
@@ -53,7 +54,7 @@ _AXES: dict[str, tuple[str, ...]] = {
     "fun": ("fun", "humor", "humour", "funny", "joke", "witty", "playful", "entertain", "lighthearted",
             "light-hearted", "amusing", "enthusias", "exciting", "lively", "energetic", "cheerful", "emoji",
             "excite", "engaging", "casual"),
-    "plain": ("plain", "simple", "everyday", "layman", "no jargon", "jargon", "easy to understand", "neutral",
+    "plain": ("plain", "simple", "everyday", "layman", "no jargon", "easy to understand", "neutral",
               "normal", "ordinary", "straightforward", "accessible", "beginner", "child", "kid"),
     "structure": ("bullet", "list", "heading", "header", "structur", "markdown", "table", "numbered", "outline",
                   "skimmable", "organiz", "organis", "format", "step-by-step", "step by step", "steps"),
@@ -122,6 +123,9 @@ _DOUBLE_NEGATIONS = (
 )
 _PHRASES = (
     (re.compile(r"\btl;? ?dr\b"), " tldr "),  # before ";" splits it into clauses
+    # free of specialist words is plain: "jargon-free", "free of jargon"
+    (re.compile(r"\b(?:jargon|buzzword)s?[- ]?free\b|\bfree (?:of|from) (?:\w+ )?(?:jargon|buzzwords?)\b"),
+     " plain "),
     # words that hold "short" without meaning it: "I feel shortchanged"
     (re.compile(r"\bshort[- ]?chang\w*"), " cheated "),
     (re.compile(r"\bshortcomings?\b"), " flaws "),
