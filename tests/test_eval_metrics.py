@@ -111,3 +111,29 @@ def test_subsample_keeps_groups_and_order():
     assert all(groups.count(g) == 2 for g in groups)                          # whole groups
     assert sub != samples[:6] or subsample(samples, 6, seed=1) != samples[:6]  # not simply the head
     assert subsample(samples, 0) == samples
+
+
+def test_evaluate_lets_a_judge_read_every_answer_once_before_judging(tiny_file, tmp_path):
+    from usl.evaluation.report import evaluate
+    from usl.judges.registry import load_judge
+
+    class Reading:
+        """The `length` judge, plus the `prepare` hook the fast CRM has: it must see every answer first."""
+
+        def __init__(self):
+            self.inner, self.seen, self.judged_unseen = load_judge("length"), set(), 0
+            self.identity = "reading"
+            self.can_tie = False
+
+        def prepare(self, queries, answers):
+            assert len(queries) == len(answers)
+            self.seen |= set(zip(queries, answers))
+
+        def judge(self, requests):
+            self.judged_unseen += sum((r.query, a) not in self.seen for r in requests
+                                      for a in (r.response_a, r.response_b))
+            return self.inner.judge(requests)
+
+    j = Reading()
+    report = evaluate(j, [tiny_file, write_jsonl(tmp_path / "g.jsonl", [sample_dict(9, pref="model_a")])])
+    assert report.to_dict()["n"] == 8 and j.seen and j.judged_unseen == 0

@@ -168,11 +168,14 @@ def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(
     style = tmp_path / "style"
     r = CliRunner().invoke(app, ["train-style", "--train", str(train), "--out", str(style), "--base", base,
                                  "--known", str(tmp_path / "board.json.gz"), "--score", str(tmp_path / "cut.json"),
+                                 "--score", str(train),
                                  "--epochs", "2", "--folds", "2", "--lora-r", "2", "--max-len", "32"])
     assert r.exit_code == 0, r.output
     report = json.loads(r.output[r.output.index('{"out"'):])
-    assert report["known"] == 2 and report["scored"] == 1 and report["heldout"] == 2 * len(TOPICS)
-    assert text_key("A long answer, cut.") in read_table(style / "scores.npz", 2)
+    assert report["known"] == 2 and report["heldout"] == 2 * len(TOPICS)
+    assert report["scored"] == 1 + 2 * len(TOPICS)  # the cut answer and every answer of the training pairs
+    scored = read_table(style / "scores.npz", 2)
+    assert text_key("A long answer, cut.") in scored and text_key(_groups(TOPICS)[0]["domain_academy"]) in scored
 
     import usl.crm.style_scorer as ss
 

@@ -86,12 +86,20 @@ def eval_command(ctx: typer.Context,
 
 
 def _texts_file(path: str) -> tuple[list[bytes], list[str]]:
-    """(keys, texts) of a JSON list of answer texts, or of ``{"keys": [hex], "texts": [...]}`` where
-    each text may be cut after what the scorer reads (``usl.crm.style_scorer.reading_prefix``) and
-    its key is that of the whole answer (``text_key``)."""
+    """(keys, texts) of the answers in a paper-format JSONL file (``.jsonl``, ``.jsonl.gz``: both
+    answers of every pair, as a judge reads them), a JSON list of answer texts, or
+    ``{"keys": [hex], "texts": [...]}`` where each text may be cut after what the scorer reads
+    (``usl.crm.style_scorer.reading_prefix``) and its key is that of the whole answer (``text_key``)."""
     from usl.crm.style_scorer import text_key
     from usl.data.io import read_json
 
+    if path.endswith((".jsonl", ".jsonl.gz")):
+        from usl.crm.formatting import judged_texts
+        from usl.data.paper_jsonl import read_samples
+
+        texts = list(dict.fromkeys(t for s in read_samples(path)
+                                   for t in judged_texts(s.prompt, s.model_a, s.model_b)[1:]))
+        return [text_key(t) for t in texts], texts
     got = read_json(path)
     if isinstance(got, list) and all(isinstance(t, str) for t in got):
         return [text_key(t) for t in got], got
@@ -111,10 +119,11 @@ def train_style_command(
         out: str = typer.Option("artifacts/style-scorer", "--out", help="Output directory."),
         prefix: str = typer.Option("domain_", help="Criteria families that name an answer's style."),
         known: List[str] = typer.Option([], "--known", help="Answer texts to score and keep in the scorer's shipped "
-                                        "table (a board's answers): a JSON list (.gz ok) or keys+texts; "
-                                        "repeatable."),
-        score: List[str] = typer.Option([], "--score", help="Answer texts to score into OUT/scores.npz (training "
-                                        "answers; not shipped); same formats; repeatable."),
+                                        "table (a board's answers): a JSON list (.gz, .xz ok), keys+texts, or "
+                                        "the answers of a paper-format JSONL; repeatable."),
+        score: List[str] = typer.Option([], "--score", help="Answer texts to score into OUT/scores.npz (the "
+                                        "training and dev answers, for `usl train-fast`; not shipped); same "
+                                        "formats; repeatable."),
         base: Optional[str] = typer.Option(None, help="Directory of the base encoder (default: the packaged "
                                            "all-MiniLM-L6-v2)."),
         lora_r: int = typer.Option(16, help="LoRA rank."),

@@ -103,6 +103,10 @@ def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch
     # Read (and so validate) every file before judging any: a bad last file fails in seconds.
     loaded = [(Path(path).name, subsample(read_samples(path), limit)) for path in files]
     names = [name for name, _ in loaded]
+    prepare = getattr(judge, "prepare", None)
+    if callable(prepare):  # a judge that reads each answer once (the fast CRM) reads them all in one pass
+        reqs = [request(s, False) for _, samples in loaded for s in samples]
+        prepare([r.query for r in reqs] * 2, [r.response_a for r in reqs] + [r.response_b for r in reqs])
     judged: list[Judged] = []
     for name, samples in loaded:
         judged.extend(judge_samples(judge, samples, file=name, batch_size=batch_size))
