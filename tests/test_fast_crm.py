@@ -50,6 +50,13 @@ def test_style_features_known_values():
     ("Jargon-free explanations", "plain", 1),
     ("Jargon-free explanations", "academic", 0),
     ("Feel free to use jargon.", "academic", 1),
+    ("Keep jargon to a minimum", "plain", 1),
+    ("Keep jargon to a minimum", "academic", 0),
+    ("Minimal jargon", "plain", 1),
+    ("Jargon should be avoided", "plain", 1),
+    ("Steer clear of technical jargon", "academic", 0),
+    ("Steer clear of technical jargon", "plain", 1),
+    ("Defines any jargon it uses", "plain", 1),
 ])
 def test_lexicon_signs_follow_negation_scope(text, axis, sign):
     value = lexicon_features(text)[LEXICON_AXES.index(axis)]

@@ -95,6 +95,17 @@ def test_style_scorer_round_trips_looks_up_known_answers_and_caches_the_rest(fit
     np.testing.assert_allclose(again.scores(texts), got)
     assert StyleScorer.load(tmp_path / "elsewhere") is None
 
+    cache = tmp_path / "cache" / f"style_{back.fingerprint}.npz"
+    cache.write_bytes(cache.read_bytes()[: cache.stat().st_size // 2])  # a torn cache: recomputed, not fatal
+    torn = StyleScorer.load(tmp_path, base_path=base)
+    torn.cache_dir = tmp_path / "cache"
+    np.testing.assert_allclose(torn.scores(texts), got, atol=1e-5)
+    assert len(read_table(cache, 2)) == 2  # rewritten whole: the two answers the network scored
+
+    scorer.known = {}
+    scorer.save(tmp_path)  # no table now: the old one, another model's scores, must not stay behind
+    assert not (tmp_path / "style_scorer" / "known.npz").exists()
+
 
 def test_a_bad_style_scorer_file_is_named(fitted, tmp_path):
     fitted[0].save(tmp_path)
@@ -201,11 +212,17 @@ def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(
     with pytest.raises(ValueError, match="style_scorer/ is missing"):
         FastCRM.load(out)
 
+    short = tmp_path / "short.json"
+    short.write_text(json.dumps({"keys": ["00ff00ff"], "texts": ["a"]}))
+    r = CliRunner().invoke(app, ["train-style", "--train", str(train), "--out", str(tmp_path / "s2"), "--base", base,
+                                 "--known", str(short)])
+    assert r.exit_code == 2 and "short.json" in r.output and "keys[0]" in r.output
+
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"keys": ["zz"], "texts": ["a"]}))
     r = CliRunner().invoke(app, ["train-style", "--train", str(train), "--out", str(tmp_path / "s2"), "--base", base,
                                  "--known", str(bad)])
-    assert r.exit_code == 2 and "bad.json" in r.output and "keys" in r.output
+    assert r.exit_code == 2 and "bad.json" in r.output and "keys[0]" in r.output
     with pytest.raises(ValueError, match="differ from the training"):
         other = tmp_path / "other.jsonl"
         rows = [r | {"family": r["family"].replace("academy", "poetry")} for r in _domain_rows(TOPICS)]

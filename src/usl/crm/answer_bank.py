@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -68,9 +70,9 @@ class AnswerBank:
         rows = self.rows(queries, answers, progress)
         if path is not None and not path.exists():
             idx = np.fromiter((self._index[k] for k in keys), dtype=np.int64, count=len(keys))
-            tmp = path.with_name(path.stem + ".tmp.npz")
+            tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
             np.savez(tmp, r=self.r[idx], feats=self.feats[idx], cos_q=self.cos_q[idx])
-            tmp.replace(path)
+            tmp.replace(path)  # atomic; the temporary name is this thread's own
         return rows
 
     def _cache_path(self, keys: list[tuple[str, str]]) -> Path | None:

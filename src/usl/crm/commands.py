@@ -93,7 +93,7 @@ def _texts_file(path: str) -> tuple[list[bytes], list[str]]:
     from usl.crm.style_scorer import text_key
     from usl.data.io import read_json
 
-    if path.endswith((".jsonl", ".jsonl.gz")):
+    if path.endswith((".jsonl", ".jsonl.gz", ".jsonl.xz")):
         from usl.crm.formatting import judged_texts
         from usl.data.paper_jsonl import read_samples
 
@@ -105,10 +105,16 @@ def _texts_file(path: str) -> tuple[list[bytes], list[str]]:
         return [text_key(t) for t in got], got
     if (isinstance(got, dict) and isinstance(got.get("keys"), list) and isinstance(got.get("texts"), list)
             and len(got["keys"]) == len(got["texts"]) and all(isinstance(t, str) for t in got["texts"])):
-        try:
-            return [bytes.fromhex(k) for k in got["keys"]], got["texts"]
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}: field 'keys': not hex strings ({e})") from e
+        keys = []
+        for i, k in enumerate(got["keys"]):
+            try:
+                keys.append(bytes.fromhex(k))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{path}: field 'keys[{i}]': not a hex string ({e})") from e
+            if len(keys[-1]) != len(text_key("")):
+                raise ValueError(f"{path}: field 'keys[{i}]': {len(keys[-1])} bytes, not {len(text_key(''))} "
+                                 "(the first bytes of the answer's SHA-256, as text_key gives them)")
+        return keys, got["texts"]
     raise ValueError(f"{path}: expected a JSON list of answer texts, or an object with 'keys' and 'texts' "
                      "lists of one length")
 
@@ -175,6 +181,8 @@ def train_style_command(
         write_table(o / "heldout.npz", {text_key(t): s for t, s in held.items()})
         if tables["score"]:
             write_table(o / "scores.npz", tables["score"])
+        elif (o / "scores.npz").exists():  # left by an earlier run: another model's scores
+            (o / "scores.npz").unlink()
         report = {"out": out, "labels": list(cfg.labels), "queries": len(groups), "heldout": len(held),
                   "known": len(tables["known"]), "scored": len(tables["score"]), "device": device,
                   "seconds": round(time.time() - t0, 1)}

@@ -123,8 +123,14 @@ _DOUBLE_NEGATIONS = (
 )
 _PHRASES = (
     (re.compile(r"\btl;? ?dr\b"), " tldr "),  # before ";" splits it into clauses
-    # free of specialist words is plain: "jargon-free", "free of jargon"
-    (re.compile(r"\b(?:jargon|buzzword)s?[- ]?free\b|\bfree (?:of|from) (?:\w+ )?(?:jargon|buzzwords?)\b"),
+    # free of specialist words, or few of them, is plain: "jargon-free", "free of jargon", "minimal
+    # jargon", "keep jargon to a minimum", "jargon should be avoided", "defines any jargon it uses"
+    (re.compile(r"\b(?:jargon|buzzword)s?[- ]?free\b|\bfree (?:of|from) (?:\w+ )?(?:jargon|buzzwords?)\b"
+                r"|\b(?:minimal|little|less|limited|reduced?|reducing|minimi[sz]e[ds]?|minimi[sz]ing|"
+                r"cut(?:ting)? (?:down|back) on|steer(?:ing|s)? clear of|defin\w*|explain\w*|spell(?:s|ing)? out)"
+                r" (?:(?:the|any|all|your|its) )?(?:\w+ )?jargon\b"
+                r"|\bjargon (?:should|must|has to|needs to|is to) be (?:avoided|minimi[sz]ed|limited|kept to a minimum"
+                r"|explained|defined)\b|\bkeep(?:s|ing)? (?:the )?jargon (?:to a minimum|low|out)\b"),
      " plain "),
     # words that hold "short" without meaning it: "I feel shortchanged"
     (re.compile(r"\bshort[- ]?chang\w*"), " cheated "),

@@ -28,6 +28,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -222,11 +223,19 @@ class StyleScorer:
         return self._cache
 
     def _save_cache(self) -> None:
+        import tempfile
+
         f = self._cache_file()
-        if f is not None and self._cache:
+        if f is None or not self._cache:
+            return
+        try:
             f.parent.mkdir(parents=True, exist_ok=True)
-            write_table(f.with_name(f.stem + ".tmp.npz"), self._cache)
-            f.with_name(f.stem + ".tmp.npz").replace(f)
+            fd, tmp = tempfile.mkstemp(dir=f.parent, prefix=f".{f.stem}.", suffix=".npz")
+            os.close(fd)
+            write_table(Path(tmp), self._cache)
+            Path(tmp).replace(f)  # atomic: a reader sees the old table or the new one
+        except OSError as e:  # a full disk or a read-only home costs a recomputation later, not the run
+            log.warning("style scorer: could not write its cache %s (%s)", f, e)
 
     # -- persistence -------------------------------------------------------------------------------
     def save(self, out_dir: str | Path, known: bool = True) -> None:
@@ -239,6 +248,8 @@ class StyleScorer:
         (out / "config.json").write_text(json.dumps(asdict(self.cfg), indent=2))
         if known and self.known:
             write_table(out / KNOWN, self.known)
+        elif (out / KNOWN).exists():  # a table left by an earlier scorer holds another model's scores
+            (out / KNOWN).unlink()
 
     @classmethod
     def load(cls, path: str | Path, base_path: str | None = None) -> StyleScorer | None:
@@ -261,6 +272,9 @@ class StyleScorer:
 
 def write_table(path: Path, table: Mapping[bytes, np.ndarray]) -> None:
     """Keys as a (n, 12) byte matrix: numpy's fixed-width bytes type would drop a key's trailing zeros."""
+    bad = [k for k in table if len(k) != KEY_BYTES]
+    if bad:
+        raise ValueError(f"{path}: keys must be {KEY_BYTES} bytes; got {len(bad[0])} ({bad[0].hex()})")
     keys = np.frombuffer(b"".join(table), dtype=np.uint8).reshape(-1, KEY_BYTES)
     scores = np.stack(list(table.values())).astype(np.float32) if table else np.zeros((0, 0), np.float32)
     np.savez_compressed(path, keys=keys, scores=scores)
@@ -268,10 +282,10 @@ def write_table(path: Path, table: Mapping[bytes, np.ndarray]) -> None:
 
 def read_table(path: Path, n_labels: int) -> dict[bytes, np.ndarray]:
     try:
-        z = np.load(path)
-        keys, scores = z["keys"], z["scores"]
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"{path}: unreadable table of style scores ({e})") from e
+        with np.load(path) as z:
+            keys, scores = z["keys"], z["scores"]
+    except Exception as e:  # OSError, BadZipFile, zlib.error, EOFError, KeyError...: a torn or foreign file
+        raise ValueError(f"{path}: unreadable table of style scores ({type(e).__name__}: {e})") from e
     if keys.dtype.kind == "S":  # an early format: fixed-width bytes, trailing zeros dropped
         keys = [bytes(k).ljust(KEY_BYTES, b"\0") for k in keys]
     elif keys.dtype == np.uint8 and keys.ndim == 2 and keys.shape[1] == KEY_BYTES:

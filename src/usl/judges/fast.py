@@ -34,9 +34,9 @@ DEFAULT_WEIGHTS = "fast-crm"
 
 def _weights_hash(path: Path) -> str:
     h = hashlib.sha256()
-    for f in sorted(path.glob("*")):
+    for f in sorted(path.rglob("*")):
         if f.is_file():
-            h.update(f.name.encode())
+            h.update(str(f.relative_to(path)).encode())
             h.update(f.read_bytes())
     return h.hexdigest()[:12]
 
