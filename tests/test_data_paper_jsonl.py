@@ -133,3 +133,13 @@ def test_corrupt_gzip(tmp_path):
     p.write_bytes(gzip.compress(json.dumps(good()).encode())[:-12])
     with pytest.raises(DataError, match=r"c\.jsonl\.gz: "):
         read_samples(p)
+
+
+def test_a_lone_surrogate_names_its_line_and_field(tmp_path):
+    p = tmp_path / "s.jsonl"
+    row = json.dumps(good(model_b=conv("Hi?", "broken \ud800 text")))  # json.dumps escapes it: valid JSON
+    p.write_text(json.dumps(good()) + "\n" + row + "\n" + json.dumps(good(idx=3, prompt="Ok \ud83d\ude00")) + "\n")
+    with pytest.raises(DataError, match=r"s\.jsonl:line 2: field 'model_b\[1\]\.content': a lone UTF-16 surrogate"):
+        read_samples(p)
+    p.write_text(json.dumps(good(prompt="Ok \ud83d\ude00 fine")) + "\n")  # a pair of surrogates is one emoji
+    assert read_samples(p)[0].prompt == "Ok \U0001F600 fine"

@@ -67,9 +67,27 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                                     path=str(path), line=n) from e
                 if not isinstance(obj, dict):
                     raise DataError(f"expected a JSON object, got {_kind(obj)}", path=str(path), line=n)
+                if "\\ud" in raw.lower():  # an escaped surrogate: valid JSON, but a lone one is no text
+                    _check_surrogates(obj, str(path), n)
                 yield n, obj
     except (OSError, UnicodeDecodeError, EOFError, lzma.LZMAError) as e:
         raise DataError(f"cannot read file: {e}", path=str(path)) from e
+
+
+def _check_surrogates(obj: object, path: str, line: int, where: str = "") -> None:
+    """Raise ``DataError`` naming the field that holds a lone UTF-16 surrogate ("\\ud800")."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise DataError(f"a lone UTF-16 surrogate ({obj[e.start]!r}) is not text", path=path, line=line,
+                            field=where or None) from e
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_surrogates(v, path, line, f"{where}.{k}" if where else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _check_surrogates(v, path, line, f"{where}[{i}]")
 
 
 def _kind(value: object) -> str:
