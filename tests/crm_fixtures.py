@@ -67,3 +67,33 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 def tiny_data(path: Path, n: int = 16, long: int = 0) -> Path:
     rows = [sample_dict(i, pref="model_a" if i % 2 == 0 else "model_b", long=long) for i in range(n)]
     return write_jsonl(path, rows)
+
+
+STYLE_TOPICS = ["rivers", "bridges", "tides", "forests", "volcanoes", "glaciers", "deserts", "comets", "bees",
+                "coral", "storms", "caves", "salt", "copper", "wheat", "owls", "maps", "clocks", "glass", "paper"]
+
+
+def styled_groups(topics: list[str]) -> list[dict[str, str]]:
+    """Each query has an answer in a scholarly and in a sales register: same content, other words."""
+    return [{"domain_academy": f"Empirical studies of {t} suggest, per the literature, that {t} vary; "
+                               f"further research into {t} is warranted.",
+             "domain_business": f"Our {t} deliver strong value for customers; {t} drive revenue growth "
+                                f"and a competitive edge for the brand."} for t in topics]
+
+
+def domain_rows(topics: list[str]) -> list[dict]:
+    """Paper-format domain pairs over ``styled_groups``: each style's criteria pick its answer."""
+    rows = []
+    for i, g in enumerate(styled_groups(topics)):
+        q = f"Tell me about {topics[i]}."
+        for family, crit in (("domain_academy", "Scholarly, like a journal article."),
+                             ("domain_business", "Speak like a sales executive.")):
+            a, b = g["domain_academy"], g["domain_business"]
+            if i % 2:
+                a, b = b, a
+            rows.append({"idx": f"{i}-{family}", "prompt": q, "criteria": [crit], "source": "domain/toy",
+                         "family": family,
+                         "model_a": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
+                         "model_b": [{"role": "user", "content": q}, {"role": "assistant", "content": b}],
+                         "preference": "model_a" if a == g[family] else "model_b"})
+    return rows

@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from crm_fixtures import STYLE_TOPICS, domain_rows, styled_groups
 from usl.crm.register import RegisterConfig, RegisterScorer, fit_register
 
-TOPICS = ["rivers", "bridges", "tides", "forests", "volcanoes", "glaciers", "deserts", "comets", "bees",
-          "coral", "storms", "caves", "salt", "copper", "wheat", "owls", "maps", "clocks", "glass", "paper"]
+TOPICS = STYLE_TOPICS
 
 
 @pytest.fixture(scope="module")
@@ -17,16 +17,8 @@ def home(tmp_path_factory):
     return str(tmp_path_factory.mktemp("usl_home"))
 
 
-def _groups(topics):
-    """Each query has an answer in a scholarly and in a sales register: same content, other words."""
-    return [{"domain_academy": f"Empirical studies of {t} suggest, per the literature, that {t} vary; "
-                               f"further research into {t} is warranted.",
-             "domain_business": f"Our {t} deliver strong value for customers; {t} drive revenue growth "
-                                f"and a competitive edge for the brand."} for t in topics]
-
-
 def test_register_scores_rank_the_answer_written_in_the_style_and_cross_fit_every_answer():
-    groups = _groups(TOPICS)
+    groups = styled_groups(TOPICS)
     scorer, held = fit_register(groups, RegisterConfig(labels=("domain_academy", "domain_business")))
     assert scorer.names == ("register_domain_academy", "register_domain_business")
     assert set(held) == {t for g in groups for t in g.values()}
@@ -40,7 +32,7 @@ def test_register_scores_rank_the_answer_written_in_the_style_and_cross_fit_ever
 
 
 def test_register_scorer_round_trips_and_a_bad_file_is_named(tmp_path):
-    scorer, _ = fit_register(_groups(TOPICS[:8]), RegisterConfig(labels=("domain_academy", "domain_business")))
+    scorer, _ = fit_register(styled_groups(TOPICS[:8]), RegisterConfig(labels=("domain_academy", "domain_business")))
     texts = ["The literature suggests further research.", "Revenue growth for customers."]
     scorer.save(tmp_path)
     back = RegisterScorer.load(tmp_path)
@@ -62,19 +54,7 @@ def test_train_fast_fits_a_register_scorer_on_domain_pairs_and_the_judge_uses_it
     from usl.crm.fast_train import FastTrainConfig, train_fast
     from usl.judges.fast import FastJudge
 
-    rows = []
-    for i, g in enumerate(_groups(TOPICS)):
-        q = f"Tell me about {TOPICS[i]}."
-        for family, crit in (("domain_academy", "Scholarly, like a journal article."),
-                             ("domain_business", "Speak like a sales executive.")):
-            a, b = g["domain_academy"], g["domain_business"]
-            if i % 2:
-                a, b = b, a
-            rows.append({"idx": f"{i}-{family}", "prompt": q, "criteria": [crit], "source": "domain/toy",
-                         "family": family,
-                         "model_a": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
-                         "model_b": [{"role": "user", "content": q}, {"role": "assistant", "content": b}],
-                         "preference": "model_a" if a == g[family] else "model_b"})
+    rows = domain_rows(TOPICS)
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "model"

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from crm_fixtures import STYLE_TOPICS, domain_rows, styled_groups
 from usl.crm.style_scorer import (
     StyleScorer,
     StyleScorerConfig,
@@ -20,8 +21,7 @@ from usl.crm.style_scorer import (
     write_table,
 )
 
-TOPICS = ["rivers", "bridges", "tides", "forests", "volcanoes", "glaciers", "deserts", "comets", "bees",
-          "coral", "storms", "caves"]
+TOPICS = STYLE_TOPICS[:12]
 LABELS = ("domain_academy", "domain_business")
 
 
@@ -46,25 +46,17 @@ def home(tmp_path_factory):
     return str(tmp_path_factory.mktemp("usl_home"))
 
 
-def _groups(topics):
-    """Each query has an answer in a scholarly and in a sales register: same content, other words."""
-    return [{"domain_academy": f"Empirical studies of {t} suggest, per the literature, that {t} vary; "
-                               f"further research into {t} is warranted.",
-             "domain_business": f"Our {t} deliver strong value for customers; {t} drive revenue growth "
-                                f"and a competitive edge for the brand."} for t in topics]
-
-
 CFG = StyleScorerConfig(labels=LABELS, lora_r=4, lr=5e-3, head_lr=1e-2, epochs=12, max_len=48, batch=4, folds=3)
 
 
 @pytest.fixture(scope="module")
 def fitted(base):
-    return fit_style(_groups(TOPICS), CFG, base_path=base, device="cpu")
+    return fit_style(styled_groups(TOPICS), CFG, base_path=base, device="cpu")
 
 
 def test_style_scores_rank_the_answer_written_in_the_style_and_cross_fit_every_answer(fitted):
     scorer, held = fitted
-    groups = _groups(TOPICS)
+    groups = styled_groups(TOPICS)
     assert scorer.names == ("style_domain_academy", "style_domain_business")
     assert set(held) == {t for g in groups for t in g.values()}
     # held-out scores come from folds that never saw the query, and still rank the styles
@@ -142,24 +134,7 @@ def test_fit_style_refuses_unknown_labels_and_too_little_data(base):
     with pytest.raises(ValueError, match="domain_poetry"):
         fit_style([{"domain_poetry": "a", "domain_academy": "b"}] * 2, CFG, base_path=base, device="cpu")
     with pytest.raises(ValueError, match="at least two queries"):
-        fit_style(_groups(TOPICS[:1]), CFG, base_path=base, device="cpu")
-
-
-def _domain_rows(topics):
-    rows = []
-    for i, g in enumerate(_groups(topics)):
-        q = f"Tell me about {topics[i]}."
-        for family, crit in (("domain_academy", "Scholarly, like a journal article."),
-                             ("domain_business", "Speak like a sales executive.")):
-            a, b = g["domain_academy"], g["domain_business"]
-            if i % 2:
-                a, b = b, a
-            rows.append({"idx": f"{i}-{family}", "prompt": q, "criteria": [crit], "source": "domain/toy",
-                         "family": family,
-                         "model_a": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
-                         "model_b": [{"role": "user", "content": q}, {"role": "assistant", "content": b}],
-                         "preference": "model_a" if a == g[family] else "model_b"})
-    return rows
+        fit_style(styled_groups(TOPICS[:1]), CFG, base_path=base, device="cpu")
 
 
 def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(tmp_path, base, home, monkeypatch):
@@ -171,7 +146,7 @@ def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(
     from usl.judges.fast import FastJudge
 
     train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps(r) + "\n" for r in _domain_rows(TOPICS)))
+    train.write_text("".join(json.dumps(r) + "\n" for r in domain_rows(TOPICS)))
     board = ["Our kites drive revenue growth.", "Studies of kites suggest further research."]
     (tmp_path / "board.json.gz").write_bytes(gzip.compress(json.dumps(board).encode()))
     cut = {"keys": [text_key("A long answer, cut.").hex()], "texts": ["A long answer"]}
@@ -186,7 +161,7 @@ def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(
     assert report["known"] == 2 and report["heldout"] == 2 * len(TOPICS)
     assert report["scored"] == 1 + 2 * len(TOPICS)  # the cut answer and every answer of the training pairs
     scored = read_table(style / "scores.npz", 2)
-    assert text_key("A long answer, cut.") in scored and text_key(_groups(TOPICS)[0]["domain_academy"]) in scored
+    assert text_key("A long answer, cut.") in scored and text_key(styled_groups(TOPICS)[0]["domain_academy"]) in scored
 
     import usl.crm.style_scorer as ss
 
@@ -225,7 +200,7 @@ def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(
     assert r.exit_code == 2 and "bad.json" in r.output and "keys[0]" in r.output
     with pytest.raises(ValueError, match="differ from the training"):
         other = tmp_path / "other.jsonl"
-        rows = [r | {"family": r["family"].replace("academy", "poetry")} for r in _domain_rows(TOPICS)]
+        rows = [r | {"family": r["family"].replace("academy", "poetry")} for r in domain_rows(TOPICS)]
         other.write_text("".join(json.dumps(r) + "\n" for r in rows))
         train_fast(FastTrainConfig(train=[str(other)], dev=[str(other)], out=str(tmp_path / "m2"), epochs=1,
                                    batch_size=16, hidden=8, style_scorer=str(style)), Path(home) / "cache")

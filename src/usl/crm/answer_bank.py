@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
+from usl import atomic
 from usl.crm.features import FEATURES, style_features
 from usl.crm.register import RegisterScorer
 from usl.crm.static_embed import StaticEmbedder
@@ -70,9 +69,7 @@ class AnswerBank:
         rows = self.rows(queries, answers, progress)
         if path is not None and not path.exists():
             idx = np.fromiter((self._index[k] for k in keys), dtype=np.int64, count=len(keys))
-            tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
-            np.savez(tmp, r=self.r[idx], feats=self.feats[idx], cos_q=self.cos_q[idx])
-            tmp.replace(path)  # atomic; the temporary name is this thread's own
+            atomic.savez(path, r=self.r[idx], feats=self.feats[idx], cos_q=self.cos_q[idx])
         return rows
 
     def _cache_path(self, keys: list[tuple[str, str]]) -> Path | None:

@@ -150,12 +150,12 @@ def train_style_command(
     from usl.crm.style_scorer import StyleScorerConfig, fit_style, text_key, write_table
 
     with user_errors():
-        from usl.crm.fast_train import _register_groups
+        from usl.crm.fast_train import styled_answer_groups
         from usl.data.paper_jsonl import read_samples
 
         t0 = time.time()
         samples = [s for f in train for s in read_samples(f)]
-        groups = _register_groups(samples, prefix)
+        groups = styled_answer_groups(samples, prefix)
         if not groups:
             raise ValueError(f"no pairs with a criteria family starting with {prefix!r} in {', '.join(train)}")
         sets = {}

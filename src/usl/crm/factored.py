@@ -29,8 +29,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Sequence
@@ -38,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from usl import atomic
 
 log = logging.getLogger(__name__)
 
@@ -203,14 +203,9 @@ class PairBank:
 
     def save(self, path: Path) -> None:
         """Atomically (a killed save leaves the old file)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
-        os.close(fd)
-        np.savez_compressed(tmp, format=np.array(BANK_FORMAT), version=np.array(self.version), keys=self.keys,
-                            c_ab=self.c_ab, c_ba=self.c_ba, qvec=self.qvec, qrow=self.qrow,
-                            dl=self.dl.astype(np.float16))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        atomic.savez(path, compress=True, format=np.array(BANK_FORMAT), version=np.array(self.version),
+                     keys=self.keys, c_ab=self.c_ab, c_ba=self.c_ba, qvec=self.qvec, qrow=self.qrow,
+                     dl=self.dl.astype(np.float16))
 
     @classmethod
     def load(cls, path: Path) -> PairBank:

@@ -104,7 +104,7 @@ def _read_distill(path: str) -> list[PreferenceSample]:
     return samples
 
 
-def _register_groups(samples: list[PreferenceSample], prefix: str) -> list[dict[str, str]]:
+def styled_answer_groups(samples: list[PreferenceSample], prefix: str) -> list[dict[str, str]]:
     """One dict family -> answer text per query, from the winners of pairs whose criteria family starts
     with ``prefix`` (a domain-style pair is won by the answer written in the criteria's style)."""
     groups: dict[str, dict[str, str]] = {}
@@ -121,7 +121,7 @@ def _register_groups(samples: list[PreferenceSample], prefix: str) -> list[dict[
 def _register(samples: list[PreferenceSample], cfg: FastTrainConfig) -> tuple[RegisterStack | None, dict]:
     """The answer scorers (n-gram register, style) and the cross-fitted scores of the answers they were
     fitted on, answer text -> the stack's scores."""
-    groups = _register_groups(samples, cfg.register_prefix)
+    groups = styled_answer_groups(samples, cfg.register_prefix)
     if not groups:
         if cfg.register_prefix:
             log.info("no %s* pairs in the training data: no register scorer", cfg.register_prefix)

@@ -28,13 +28,14 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+
+from usl import atomic
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +150,6 @@ class StyleScorer:
     # -- scoring -----------------------------------------------------------------------------------
     def _model(self):
         if self._net is None:
-            import torch
             from peft import set_peft_model_state_dict
 
             tok, enc, head = _network(self.cfg, self.base_path)
@@ -159,7 +159,7 @@ class StyleScorer:
                 raise ValueError(f"style scorer: weights do not fit the encoder ({result.unexpected_keys[:3]})")
             head.load_state_dict({k[len("head."):]: v.float() for k, v in self.state.items() if k.startswith("head.")})
             enc = enc.merge_and_unload().eval()
-            self._net = (tok, enc, head.eval(), torch)
+            self._net = (tok, enc, head.eval())
         return self._net
 
     def compute(self, texts: Sequence[str], batch: int = 32, device: str = "cpu") -> np.ndarray:
@@ -167,7 +167,9 @@ class StyleScorer:
         out = np.zeros((len(texts), len(self.cfg.labels)), np.float32)
         if not texts:
             return out
-        tok, enc, head, torch = self._model()
+        import torch
+
+        tok, enc, head = self._model()
         enc.to(device)
         head.to(device)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -223,22 +225,16 @@ class StyleScorer:
         return self._cache
 
     def _save_cache(self) -> None:
-        import tempfile
-
         f = self._cache_file()
         if f is None or not self._cache:
             return
         try:
-            f.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=f.parent, prefix=f".{f.stem}.", suffix=".npz")
-            os.close(fd)
-            write_table(Path(tmp), self._cache)
-            Path(tmp).replace(f)  # atomic: a reader sees the old table or the new one
+            write_table(f, self._cache)
         except OSError as e:  # a full disk or a read-only home costs a recomputation later, not the run
             log.warning("style scorer: could not write its cache %s (%s)", f, e)
 
     # -- persistence -------------------------------------------------------------------------------
-    def save(self, out_dir: str | Path, known: bool = True) -> None:
+    def save(self, out_dir: str | Path) -> None:
         import torch
         from safetensors.torch import save_file
 
@@ -246,7 +242,7 @@ class StyleScorer:
         out.mkdir(parents=True, exist_ok=True)
         save_file({k: v.to(torch.float16).contiguous() for k, v in self.state.items()}, out / "weights.safetensors")
         (out / "config.json").write_text(json.dumps(asdict(self.cfg), indent=2))
-        if known and self.known:
+        if self.known:
             write_table(out / KNOWN, self.known)
         elif (out / KNOWN).exists():  # a table left by an earlier scorer holds another model's scores
             (out / KNOWN).unlink()
@@ -266,18 +262,18 @@ class StyleScorer:
             known = read_table(d / KNOWN, len(cfg.labels)) if (d / KNOWN).exists() else {}
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{d}: unreadable style scorer ({e}); retrain it with `usl train-style`") from e
-        # the scores of an fp16 copy must match what was fitted: round the stored weights once, here
         return cls(cfg, state, base_path=base_path, known=known)
 
 
 def write_table(path: Path, table: Mapping[bytes, np.ndarray]) -> None:
-    """Keys as a (n, 12) byte matrix: numpy's fixed-width bytes type would drop a key's trailing zeros."""
+    """Atomically; keys as a (n, 12) byte matrix: numpy's fixed-width bytes type would drop a key's
+    trailing zeros."""
     bad = [k for k in table if len(k) != KEY_BYTES]
     if bad:
         raise ValueError(f"{path}: keys must be {KEY_BYTES} bytes; got {len(bad[0])} ({bad[0].hex()})")
     keys = np.frombuffer(b"".join(table), dtype=np.uint8).reshape(-1, KEY_BYTES)
     scores = np.stack(list(table.values())).astype(np.float32) if table else np.zeros((0, 0), np.float32)
-    np.savez_compressed(path, keys=keys, scores=scores)
+    atomic.savez(path, compress=True, keys=keys, scores=scores)
 
 
 def read_table(path: Path, n_labels: int) -> dict[bytes, np.ndarray]:
