@@ -276,6 +276,11 @@ def test_shipped_default_judge_follows_length_criteria_and_is_swap_consistent(ho
             JudgeRequest(Criteria((), ("Long-winded answers",)), q, SHORT, LONG)]
     v = judge.judge(reqs)
     assert v[0].p_a > 0.5 and v[2].p_a < 0.5 and v[3].p_a > 0.5
+    # the grader register, which the keyword reading gets backwards, is read by the length reader
+    # (wordings written for this test, in no training file; the reader reads what split_sign leaves)
+    p = judge.model.reader.probs(["Deduct points from any response that rambles past the answer.",
+                                  "Responses that stop at a bare fact should lose points."])
+    assert p[0].argmax() == 1 and p[1].argmax() == 2  # shorter, then longer
     assert v[0].p_a == pytest.approx(1 - v[1].p_a, abs=1e-6)
     assert judge.identity.startswith("default@fast-")
 

@@ -36,6 +36,9 @@ def register(app: typer.Typer) -> None:
                                                              "the register scorer ('' = none)."),
         style_scorer: str = typer.Option("", help="Directory written by `usl train-style`: ship its style scorer "
                                                   "and read its scores ('' = none)."),
+        length_reader: str = typer.Option("", help="Directory written by `usl train-reader`: ship its length "
+                                                   "reader, whose reading gives the length prior its direction "
+                                                   "('' = none: the keyword reading)."),
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
@@ -47,7 +50,7 @@ def register(app: typer.Typer) -> None:
                                   batch_size=batch_size, reword_prob=reword_prob, distill=list(distill),
                                   distill_per_epoch=distill_per_epoch, distill_weight=distill_weight,
                                   distill_criteria_only=distill_criteria_only, register_prefix=register_prefix,
-                                  style_scorer=style_scorer)
+                                  style_scorer=style_scorer, length_reader=length_reader)
             report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
         typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],
                                "seconds": report["seconds"]}))

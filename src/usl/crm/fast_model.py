@@ -28,9 +28,12 @@ from usl.crm.criteria_lexicon import (
     LEXICON_AXES,
     dislikes_only_faults,
     leading_negation,
+    lexicon_matrix,
     strip_intensifiers,
 )
 from usl.crm.features import FEATURES
+from usl.crm.length_reader import DIR as READER_DIR
+from usl.crm.length_reader import LengthReader
 from usl.crm.register import RegisterScorer, RegisterStack, load_registers
 
 AVOID_PREFIX = "avoid:"
@@ -61,19 +64,23 @@ class FastCRMConfig:
     dropout: float = 0.1
     features: tuple[str, ...] = FEATURES
     lexicon: tuple[str, ...] = LEXICON_AXES
+    reader: tuple[str, ...] = ()  # the length reader's features, after the keyword ones (length_reader.py)
     crit_noise: float = 0.02  # per-dimension Gaussian noise on criterion embeddings while training
 
 
 class FastCRM(nn.Module):
     def __init__(self, cfg: FastCRMConfig, vocab_size: int = 30522,
-                 register: RegisterScorer | RegisterStack | None = None):
+                 register: RegisterScorer | RegisterStack | None = None, reader: LengthReader | None = None):
         super().__init__()
+        if bool(cfg.reader) != (reader is not None):
+            raise ValueError("FastCRMConfig.reader names the length reader's features: give both or neither")
         if cfg.features != FEATURES + (register.names if register else ()) or cfg.n_features != len(cfg.features):
             raise ValueError("FastCRMConfig.features must be the style features, then the register scorer's")
         self.cfg = cfg
         self.register = register  # register and style scores: the last features (register.py); None = none
+        self.reader = reader  # reads which way a criterion points on length (length_reader.py); None = none
         d, F, H = cfg.dim, cfg.n_features, cfg.hidden
-        dc = d + len(cfg.lexicon)  # a criterion: sentence embedding + keyword features
+        dc = d + len(cfg.lexicon) + len(cfg.reader)  # a criterion: sentence embedding + keyword (+ reader) features
         self.register_buffer("feat_mean", torch.zeros(F))
         self.register_buffer("feat_std", torch.ones(F))
         self.register_buffer("idf", torch.ones(vocab_size))
@@ -84,7 +91,8 @@ class FastCRM(nn.Module):
         self.quality = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F + 1, H), nn.GELU(), nn.Linear(H, 1))
         self.beta = nn.Parameter(torch.tensor(1.0))
         # a monotone length prior: a criterion whose keywords say "long" (minus "short", both signed
-        # by negation scope) favours the longer answer, with a learned weight kept >= 0
+        # by negation scope) favours the longer answer, with a learned weight kept >= 0; with a length
+        # reader, its P(longer) - P(shorter) is the direction instead
         self.gamma = nn.Parameter(torch.tensor(0.0))
         self._lex_long = cfg.lexicon.index("long") if "long" in cfg.lexicon else -1
         self._lex_short = cfg.lexicon.index("short") if "short" in cfg.lexicon else -1
@@ -101,14 +109,20 @@ class FastCRM(nn.Module):
 
     # -- criteria ----------------------------------------------------------------------------------
     def criteria_repr(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """x (k, d + n_lexicon): sentence embedding then keyword features -> per-criterion projections."""
+        """x (k, d + n_lexicon [+ 2]): sentence embedding, keyword features, then the length reader's
+        P(shorter), P(longer) if the model has one -> per-criterion projections."""
         e = x[:, :self.cfg.dim]
         if self.training and self.cfg.crit_noise > 0:
             e = nn.functional.normalize(e + self.cfg.crit_noise * torch.randn_like(e), dim=-1)
             x = torch.cat([e, x[:, self.cfg.dim:]], -1)
-        lex = x[:, self.cfg.dim:]
-        length = (lex[:, self._lex_long] - lex[:, self._lex_short]) if self._lex_long >= 0 \
-            else torch.zeros(x.shape[0], dtype=x.dtype)
+        lex = x[:, self.cfg.dim:self.cfg.dim + len(self.cfg.lexicon)]
+        if self.cfg.reader:
+            rd = x[:, self.cfg.dim + len(self.cfg.lexicon):]
+            length = rd[:, 1] - rd[:, 0]
+        elif self._lex_long >= 0:
+            length = lex[:, self._lex_long] - lex[:, self._lex_short]
+        else:
+            length = torch.zeros(x.shape[0], dtype=x.dtype)
         return {"e": e, "u": self.crit_sem(x), "g": self.crit_feat(x), "len": length}
 
     def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
@@ -155,6 +169,8 @@ class FastCRM(nn.Module):
         (out / "config.json").write_text(json.dumps(cfg | {"extra": extra or {}}, indent=2))
         if self.register is not None:
             self.register.save(out)
+        if self.reader is not None:
+            self.reader.save(out)
 
     @classmethod
     def load(cls, path: str | Path) -> FastCRM:
@@ -166,7 +182,11 @@ class FastCRM(nn.Module):
         vocab = raw.pop("vocab_size", 30522)
         raw["features"] = tuple(raw["features"])
         raw["lexicon"] = tuple(raw.get("lexicon", ()))
+        raw["reader"] = tuple(raw.get("reader", ()))
         register = load_registers(p)
+        reader = LengthReader.load(p) if raw["reader"] else None
+        if raw["reader"] and reader is None:
+            raise ValueError(f"{p}: model was trained with a length reader, and its {READER_DIR}/ is missing")
         if raw["features"] != FEATURES + (register.names if register else ()):
             have = set(register.names if register else ())
             lost = [f for prefix, f in (("register_", "register.npz"), ("style_", "style_scorer/"))
@@ -175,7 +195,7 @@ class FastCRM(nn.Module):
                              f"{f' (or its {lost[0]} is missing)' if lost else ''}; retrain it")
         if raw["lexicon"] != LEXICON_AXES:
             raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
-        model = cls(FastCRMConfig(**raw), vocab_size=vocab, register=register)
+        model = cls(FastCRMConfig(**raw), vocab_size=vocab, register=register, reader=reader)
         state = load_file(p / "model.safetensors")
         missing = sorted(set(model.state_dict()) - set(state))
         if missing:
@@ -183,6 +203,21 @@ class FastCRM(nn.Module):
                              "with `usl train-fast`")
         model.load_state_dict(state)
         return model.eval()
+
+
+def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
+                    readings: dict[str, np.ndarray] | None = None) -> torch.Tensor:
+    """A criterion's input row: its sentence embedding, keyword features and, if the model has a length
+    reader, the reader's P(shorter), P(longer). ``readings`` (text -> 3 probabilities) stand in for the
+    reader where given: the cross-fitted readings of its own training texts."""
+    parts = [embeddings, torch.from_numpy(lexicon_matrix(texts))]
+    if model.reader is not None:
+        readings = readings or {}
+        todo = [t for t in texts if t not in readings]
+        fresh = dict(zip(todo, model.reader.probs(todo))) if todo else {}
+        parts.append(as_tensor(np.stack([(readings.get(t) if t in readings else fresh[t])[1:] for t in texts])
+                               if texts else np.zeros((0, 2), np.float32)))
+    return torch.cat(parts, -1)
 
 
 def as_tensor(x: np.ndarray) -> torch.Tensor:

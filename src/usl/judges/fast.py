@@ -21,8 +21,7 @@ from usl import paths
 from usl.crm import shipped_weights
 from usl.crm.answer_bank import AnswerBank, Progress
 from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
-from usl.crm.criteria_lexicon import lexicon_matrix
-from usl.crm.fast_model import FastCRM, as_tensor, split_sign
+from usl.crm.fast_model import FastCRM, as_tensor, criteria_inputs, split_sign
 from usl.crm.static_embed import StaticEmbedder
 from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
@@ -71,6 +70,8 @@ class FastJudge:
         self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register)
         adapter = self.weights / ADAPTER_DIR
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
+        if self.model.reader is not None and not adapter.exists():  # the same frozen MiniLM: one copy
+            self.model.reader.share_encoder(self.encoder.tokenizer, self.encoder.model)
         self._answer_repr: dict | None = None
         self._repr_rows = 0
 
@@ -91,7 +92,7 @@ class FastJudge:
     def _criteria(self, criteria: Sequence[str]) -> tuple[dict, torch.Tensor]:
         texts, signs = zip(*(split_sign(c) for c in criteria)) if criteria else ((), ())
         with torch.inference_mode(), _one_thread():
-            x = torch.cat([self.encoder.encode(list(texts)), torch.from_numpy(lexicon_matrix(list(texts)))], -1)
+            x = criteria_inputs(self.model, list(texts), self.encoder.encode(list(texts)))
             return self.model.criteria_repr(x), torch.tensor(signs, dtype=torch.float32)
 
     def prepare(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> None:
@@ -99,6 +100,8 @@ class FastJudge:
         self.bank.preload(queries, answers, progress)
         self._answers()
         self.encoder.encode(["warm-up"])  # first real request should not pay for lazy init
+        if self.model.reader is not None:
+            self.model.reader.read(["warm-up"])
 
     def criterion_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
                          baseline_answers: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -1,0 +1,333 @@
+"""Which way a criterion points on length: a small learned reader of criteria text.
+
+The length flip is the easiest contrast to score (one answer is longer) and the easiest to misread:
+"Penalize responses that include unnecessary elaboration", "If I wanted a long read I'd open a
+book" or "Wordy responses should not go unpenalized" name length words whose sign depends on the
+sentence around them. The keyword reading (``criteria_lexicon``) handles the constructions it was
+written for; criteria worded by people who never saw it (``configs/length_wordings/probe_*``) showed
+it the way only about 70% of the time on its own, and the whole fast CRM about 85%.
+
+This reader learns the reading instead. Its input is what ``split_sign`` leaves of a criterion
+("Avoid: long answers" -> "long answers"), its output three probabilities: the criterion asks for
+neither, for shorter, or for longer answers. Frozen all-MiniLM-L6-v2 token states (the last and the
+third-to-last layer) go through a trained projection, attention pooling and a small MLP that also
+sees the keyword features, so it can tell when to trust them. A few heads with different seeds are
+averaged. Everything trained is about 1.4 MB (fp16); a criterion costs one MiniLM pass of a few tokens.
+
+Training texts: the criteria library's training wordings (the length families labelled, the others
+as "neither"), plus wordings files written for it (``configs/length_wordings``). The fast CRM is
+trained on cross-fitted readings of the library's wordings (``fit_reader`` returns them), so it
+learns how far to trust the reader on wordings the reader has not seen, and reads the reader's
+direction in its length prior and as two criterion features.
+
+Files in a model directory (``length_reader/``): ``config.json`` and ``heads.safetensors``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+DIR = "length_reader"
+LABELS = ("neither", "short", "long")
+FEATURES = ("reader_short", "reader_long")  # what the fast CRM reads: P(short), P(long)
+_SIDES = {"concise": 1, "length_concise": 1, "short": 1, "detailed": 2, "length_detailed": 2, "long": 2,
+          "neutral": 0, "neither": 0}
+
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    layers: tuple[int, ...] = (-1, -3)  # hidden states of the encoder that are read
+    max_len: int = 64
+    hidden: int = 256
+    epochs: int = 20
+    lr: float = 1e-3
+    batch: int = 32
+    heads: int = 3             # averaged, one seed each
+    folds: int = 5             # cross-fitting folds for the library's wordings
+    label_smoothing: float = 0.05
+    seed: int = 0
+
+
+def _head(cfg: ReaderConfig, n_lexicon: int):
+    import torch
+    from torch import nn
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(384 * len(cfg.layers), cfg.hidden)
+            self.att = nn.Linear(cfg.hidden, 1)
+            self.out = nn.Sequential(nn.Linear(cfg.hidden + n_lexicon, 128), nn.GELU(), nn.Linear(128, len(LABELS)))
+
+        def forward(self, h, mask, lex):
+            x = self.proj(h)
+            a = self.att(x).squeeze(-1).masked_fill(mask == 0, -1e9).softmax(-1)
+            return self.out(torch.cat([(a[..., None] * x).sum(1), lex], -1))
+
+    return Head()
+
+
+class LengthReader:
+    """``read(texts) -> (n, 2)``: P(shorter), P(longer) for each criterion text (after ``split_sign``)."""
+
+    def __init__(self, cfg: ReaderConfig, heads: list):
+        self.cfg = cfg
+        self.heads = heads
+        self._encoder = None
+        self._memo: dict[str, np.ndarray] = {}
+
+    def share_encoder(self, tokenizer, model) -> None:
+        """Read through an already loaded all-MiniLM-L6-v2 (the criteria tower's, when it has no adapter)
+        instead of loading a second copy."""
+        self._encoder = (tokenizer, model)
+
+    def _tokens(self):
+        if self._encoder is None:
+            import os
+
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from transformers import AutoModel, AutoTokenizer
+
+            from usl.data.embed import encoder_path
+
+            self._encoder = (AutoTokenizer.from_pretrained(encoder_path()),
+                             AutoModel.from_pretrained(encoder_path()).eval())
+        return self._encoder
+
+    def states(self, texts: Sequence[str], batch: int = 128, pad_to_max: bool = False):
+        """Frozen token states (n, tokens, 384 * len(layers)), the attention mask, the keyword features.
+        ``pad_to_max`` pads every batch to ``max_len`` tokens, so that batches can be stacked (training);
+        otherwise a batch is padded to its longest text, with the very tokenizer settings the criteria
+        tower uses: the two share one tokenizer, whose padding state is not safe to flip between threads."""
+        import torch
+
+        from usl.crm.criteria_lexicon import lexicon_matrix
+
+        pad_to_max = pad_to_max or len(texts) > batch  # batches of their own lengths would not stack
+        tok, enc = self._tokens()
+        hs, ms = [], []
+        with torch.inference_mode():
+            for i in range(0, len(texts), batch):
+                t = tok(list(texts[i:i + batch]), padding="max_length" if pad_to_max else True, truncation=True,
+                        max_length=self.cfg.max_len, return_tensors="pt")
+                out = enc(**t, output_hidden_states=True).hidden_states
+                hs.append(torch.cat([out[k] for k in self.cfg.layers], -1))
+                ms.append(t["attention_mask"])
+        if not hs:
+            return (torch.zeros((0, self.cfg.max_len, 384 * len(self.cfg.layers))),
+                    torch.zeros((0, self.cfg.max_len), dtype=torch.long), torch.zeros((0, 0)))
+        return torch.cat(hs), torch.cat(ms), torch.from_numpy(lexicon_matrix(list(texts)))
+
+    def probs(self, texts: Sequence[str]) -> np.ndarray:
+        """(n, 3): P(neither), P(shorter), P(longer), averaged over the heads."""
+        import torch
+
+        memo = self._memo  # read through one reference: another thread may replace it
+        got = {t: memo[t] for t in dict.fromkeys(texts) if t in memo}
+        todo = [t for t in dict.fromkeys(texts) if t not in got]
+        for i in range(0, len(todo), 128):  # one batch at a time: each is padded to its own longest text
+            h, m, lex = self.states(todo[i:i + 128])
+            with torch.inference_mode():
+                p = torch.stack([hd(h, m, lex).softmax(-1) for hd in self.heads]).mean(0).numpy()
+            got.update(zip(todo[i:i + 128], p.astype(np.float32)))
+        if todo:
+            if len(memo) > 50_000:
+                self._memo = memo = {}
+            memo.update((t, got[t]) for t in todo)
+        return np.stack([got[t] for t in texts]) if texts else np.zeros((0, len(LABELS)), np.float32)
+
+    def read(self, texts: Sequence[str]) -> np.ndarray:
+        return self.probs(texts)[:, 1:]
+
+    # -- persistence -------------------------------------------------------------------------------
+    def save(self, out_dir: str | Path) -> None:
+        from safetensors.torch import save_file
+
+        d = Path(out_dir) / DIR
+        d.mkdir(parents=True, exist_ok=True)
+        state = {f"{i}.{k}": v.detach().half().contiguous() for i, hd in enumerate(self.heads)
+                 for k, v in hd.state_dict().items()}
+        save_file(state, d / "heads.safetensors")
+        (d / "config.json").write_text(json.dumps(asdict(self.cfg) | {"n_heads": len(self.heads)}, indent=2))
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> LengthReader | None:
+        """The reader saved in ``model_dir/length_reader/``, or None if there is none."""
+        from safetensors.torch import load_file
+
+        from usl.crm.criteria_lexicon import LEXICON_AXES
+
+        d = Path(model_dir) / DIR
+        if not (d / "config.json").exists():
+            return None
+        try:
+            raw = json.loads((d / "config.json").read_text())
+            n = raw.pop("n_heads")
+            raw["layers"] = tuple(raw["layers"])
+            cfg = ReaderConfig(**raw)
+            state = load_file(d / "heads.safetensors")
+        except Exception as e:  # a torn or foreign file: json, safetensors and dataclass errors alike
+            raise ValueError(f"{d}: not a length reader usl can read ({type(e).__name__}: {e}); retrain it with "
+                             "`usl train-reader`") from e
+        heads = []
+        for i in range(n):
+            hd = _head(cfg, len(LEXICON_AXES))
+            try:
+                hd.load_state_dict({k[len(f"{i}."):]: v.float() for k, v in state.items() if k.startswith(f"{i}.")})
+            except RuntimeError as e:
+                raise ValueError(f"{d}: heads do not match this usl's keyword features ({e}); retrain the reader "
+                                 "with `usl train-reader`") from e
+            heads.append(hd.eval())
+        return cls(cfg, heads)
+
+
+# -- training data -------------------------------------------------------------------------------
+
+def read_wordings(path: str | Path) -> list[tuple[str, int, float]]:
+    """A wordings file: a JSON object whose keys name a side (``concise``/``detailed``, ``short``/``long``,
+    ``length_concise``/``length_detailed``, or ``neutral``) and whose values are lists of criteria.
+    Returns (criterion, label, 1.0) with the label in the criterion's own frame (before ``split_sign``)."""
+    from usl.data.io import read_json
+
+    got = read_json(path)
+    if not isinstance(got, dict):
+        raise ValueError(f"{path}: expected a JSON object of side -> list of criteria")
+    out = []
+    for side, texts in got.items():
+        if side not in _SIDES:
+            raise ValueError(f"{path}: field {side!r}: not a side ({', '.join(sorted(_SIDES))})")
+        if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
+            raise ValueError(f"{path}: field {side!r}: expected a list of non-empty strings")
+        out += [(t, _SIDES[side], 1.0) for t in texts]
+    return out
+
+
+def library_wordings(seed: int) -> list[tuple[str, int, float]]:
+    """The criteria library's training wordings (``Library.split(seed)``, the split `usl data build-train
+    --seed` uses): the length families labelled, every other family as "neither". A wording of another
+    family that the keyword reading takes for a length wish ("get straight to the answer" in
+    ``direct_start``) is left out rather than labelled against itself."""
+    from usl.crm.criteria_lexicon import LEXICON_AXES, lexicon_matrix
+    from usl.crm.fast_model import split_sign
+    from usl.data.criteria import load_library
+
+    lib = load_library()
+    short, long = LEXICON_AXES.index("short"), LEXICON_AXES.index("long")
+    out = []
+    for name in lib.families:
+        side = _SIDES.get(name, 0)
+        train = lib.split(name, seed=seed).train
+        if side == 0:
+            lex = lexicon_matrix([split_sign(w)[0] for w in train])
+            train = tuple(w for w, f in zip(train, lex) if not (f[short] or f[long]))
+        out += [(w, side, 1.0) for w in train]
+    return out
+
+
+def in_reader_frame(examples: Sequence[tuple[str, int, float]]) -> list[tuple[str, int]]:
+    """(criterion, label) -> (what ``split_sign`` leaves, the label in that frame): "Avoid: long answers"
+    asks for shorter answers, and its text "long answers" is read as naming longer ones."""
+    from usl.crm.fast_model import split_sign
+
+    out: dict[str, int] = {}
+    for text, label, _ in examples:
+        rest, sign = split_sign(text)
+        out[rest] = label if sign > 0 or label == 0 else 3 - label
+    return list(out.items())
+
+
+def fit_reader(examples: Sequence[tuple[str, int]], cfg: ReaderConfig, crossfit: Sequence[str] = ()
+               ) -> tuple[LengthReader, dict[str, np.ndarray]]:
+    """Train the heads on (text, label) in the reader's frame. Texts in ``crossfit`` also get readings
+    from heads that did not see them (``folds`` folds, by text): (text -> (3,) probabilities)."""
+    import torch
+    from torch import nn
+
+    from usl.crm.criteria_lexicon import LEXICON_AXES
+
+    reader = LengthReader(cfg, [])
+    texts = [t for t, _ in examples]
+    y = torch.tensor([label for _, label in examples])
+    h, m, lex = reader.states(texts, pad_to_max=True)
+
+    def fit(idx: np.ndarray, salt: int) -> list:
+        heads = []
+        for k in range(cfg.heads):
+            torch.manual_seed(cfg.seed * 1000 + salt * 10 + k)
+            hd = _head(cfg, len(LEXICON_AXES))
+            opt = torch.optim.AdamW(hd.parameters(), cfg.lr, weight_decay=0.01)
+            g = torch.Generator().manual_seed(cfg.seed * 1000 + salt * 10 + k)
+            sub = torch.from_numpy(idx)
+            for _ in range(cfg.epochs):
+                hd.train()
+                perm = sub[torch.randperm(len(sub), generator=g)]
+                for i in range(0, len(perm), cfg.batch):
+                    b = perm[i:i + cfg.batch]
+                    loss = nn.functional.cross_entropy(hd(h[b], m[b], lex[b]), y[b],
+                                                       label_smoothing=cfg.label_smoothing)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            heads.append(hd.eval())
+        return heads
+
+    def predict(heads: list, idx: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return torch.stack([hd(h[idx], m[idx], lex[idx]).softmax(-1) for hd in heads]).mean(0).numpy()
+
+    held: dict[str, np.ndarray] = {}
+    want = set(crossfit)
+    cross = np.array([i for i, t in enumerate(texts) if t in want], dtype=np.int64)
+    if len(cross):
+        rng = np.random.default_rng(cfg.seed)
+        fold = np.full(len(texts), -1)
+        fold[cross] = rng.permutation(len(cross)) % cfg.folds
+        for f in range(cfg.folds):
+            log.info("length reader: fold %d of %d", f + 1, cfg.folds)
+            out = np.flatnonzero(fold == f)
+            p = predict(fit(np.flatnonzero(fold != f), f + 1), out)
+            held.update((texts[i], v.astype(np.float32)) for i, v in zip(out, p))
+    log.info("length reader: full fit on %d texts", len(texts))
+    reader.heads = fit(np.arange(len(texts)), 0)
+    return reader, held
+
+
+def write_readings(path: str | Path, readings: dict[str, np.ndarray]) -> None:
+    Path(path).write_text(json.dumps({t: [round(float(x), 5) for x in v] for t, v in readings.items()}))
+
+
+def read_readings(path: str | Path) -> dict[str, np.ndarray]:
+    """text -> (3,) probabilities, as ``write_readings`` wrote them; {} if the file does not exist."""
+    from usl.data.io import read_json
+
+    if not Path(path).exists():
+        return {}
+    got = read_json(path)
+    if not isinstance(got, dict) or not all(isinstance(v, list) and len(v) == len(LABELS) for v in got.values()):
+        raise ValueError(f"{path}: expected an object of criterion text -> {len(LABELS)} probabilities")
+    return {t: np.asarray(v, np.float32) for t, v in got.items()}
+
+
+def direction_accuracy(reader: LengthReader, examples: Sequence[tuple[str, int, float]]) -> dict[str, float]:
+    """How often the reader points a length criterion the right way, per side (criteria in their own
+    frame, as users write them)."""
+    from usl.crm.fast_model import split_sign
+
+    out = {}
+    for side, name in ((1, "concise"), (2, "detailed")):
+        items = [t for t, label, _ in examples if label == side]
+        if not items:
+            continue
+        rest, sign = zip(*(split_sign(t) for t in items))
+        p = reader.read(list(rest))
+        d = (p[:, 1] - p[:, 0]) * np.asarray(sign)
+        out[name] = float(np.mean(d > 0 if side == 2 else d < 0))
+    return out

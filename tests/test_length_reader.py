@@ -1,0 +1,163 @@
+"""The length reader (which way a criterion points on length) and its place in the fast CRM.
+
+It reads frozen token states of the packaged all-MiniLM-L6-v2 (real weights, offline); only its small
+heads are trained here, on toy wordings.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crm_fixtures import STYLE_TOPICS, domain_rows
+from usl.crm.length_reader import (
+    FEATURES,
+    LengthReader,
+    ReaderConfig,
+    direction_accuracy,
+    fit_reader,
+    in_reader_frame,
+    read_readings,
+    read_wordings,
+    write_readings,
+)
+
+SHORT = ["Keep it short.", "Be brief.", "Short answers, please.", "Concise and to the point.", "I want brevity.",
+         "Get to the point quickly.", "One line is enough.", "Avoid: long answers", "Avoid: rambling",
+         "No walls of text.", "Just the gist.", "A sentence or two at most."]
+LONG = ["Explain in depth.", "Be thorough.", "Detailed answers, please.", "I want the full picture.",
+        "Walk me through every step.", "Cover everything.", "Long, complete answers.", "Avoid: short answers",
+        "Avoid: one-line replies", "Leave nothing out.", "Elaborate on each point.", "Give me lots of detail."]
+NEITHER = ["Use a friendly tone.", "Cite your sources.", "Write in a formal register.", "Use bullet points.",
+           "Avoid: jargon", "Be polite.", "Include a code example.", "No emojis.", "Sound like a poet.",
+           "Use plain words.", "Be honest about uncertainty.", "Avoid: made-up facts"]
+
+
+def _toy(tmp_path: Path) -> Path:
+    f = tmp_path / "toy.json"
+    f.write_text(json.dumps({"concise": SHORT, "detailed": LONG, "neutral": NEITHER}))
+    return f
+
+
+def test_wordings_files_are_read_by_side_and_bad_ones_are_named(tmp_path):
+    got = read_wordings(_toy(tmp_path))
+    assert {label for t, label, _ in got if t in SHORT} == {1} and {label for t, label, _ in got if t in LONG} == {2}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"concise": ["ok"], "medium": ["?"]}))
+    with pytest.raises(ValueError, match=r"bad.json.*'medium'"):
+        read_wordings(bad)
+    bad.write_text(json.dumps({"detailed": "Be thorough."}))
+    with pytest.raises(ValueError, match=r"bad.json.*'detailed'.*list"):
+        read_wordings(bad)
+
+
+def test_a_dislike_is_read_in_the_frame_of_what_it_names():
+    frame = dict(in_reader_frame([("Avoid: long answers", 1, 1.0), ("Keep it short.", 1, 1.0),
+                                  ("Avoid: jargon", 0, 1.0), ("No walls of text.", 1, 1.0)]))
+    # "Avoid: long answers" asks for shorter answers by naming longer ones
+    assert frame == {"long answers": 2, "Keep it short.": 1, "jargon": 0, "walls of text": 2}
+
+
+@pytest.fixture(scope="module")
+def reader_and_held():
+    examples = in_reader_frame([(t, 1, 1.0) for t in SHORT] + [(t, 2, 1.0) for t in LONG]
+                               + [(t, 0, 1.0) for t in NEITHER])
+    cfg = ReaderConfig(epochs=40, heads=2, folds=2, lr=3e-3)
+    crossfit = [t for t, _ in examples[::3]]
+    return fit_reader(examples, cfg, crossfit=crossfit), crossfit
+
+
+def test_the_reader_learns_directions_and_cross_fits_what_it_is_asked_to(reader_and_held, tmp_path):
+    (reader, held), crossfit = reader_and_held
+    as_written = [(t, 1, 1.0) for t in SHORT] + [(t, 2, 1.0) for t in LONG]
+    acc = direction_accuracy(reader, as_written)
+    assert acc["concise"] >= 0.9 and acc["detailed"] >= 0.9, acc
+    assert set(held) == set(crossfit)
+    assert all(v.shape == (3,) and abs(v.sum() - 1) < 1e-4 for v in held.values())
+    # readings from heads that never saw a text differ from the full fit's
+    assert any(not np.allclose(held[t], reader.probs([t])[0], atol=1e-3) for t in crossfit)
+
+    reader.save(tmp_path)
+    again = LengthReader.load(tmp_path)
+    texts = ["Keep answers short, thanks.", "I need every detail.", "Use a table."]
+    np.testing.assert_allclose(again.read(texts), reader.read(texts), atol=5e-3)  # heads are stored as fp16
+    assert LengthReader.load(tmp_path / "nowhere") is None
+    # padding is masked out: a text reads the same alone and beside a longer one
+    alone = LengthReader.load(tmp_path).probs(["Be brief."])[0]
+    beside = LengthReader.load(tmp_path).probs(["I would like every answer to cover the whole topic, step by step, "
+                                                "with examples and the reasons behind each step.", "Be brief."])[1]
+    np.testing.assert_allclose(alone, beside, atol=1e-4)
+    many = [f"answer {i}: " + "more words " * (i % 30) for i in range(300)]  # several batches of other lengths
+    assert LengthReader.load(tmp_path).probs(many).shape == (300, 3)
+    (tmp_path / "length_reader" / "heads.safetensors").write_bytes(b"torn")
+    with pytest.raises(ValueError, match="length_reader.*usl train-reader"):
+        LengthReader.load(tmp_path)
+
+    write_readings(tmp_path / "held.json", held)
+    back = read_readings(tmp_path / "held.json")
+    assert set(back) == set(held) and all(np.allclose(back[t], held[t], atol=1e-4) for t in held)
+    (tmp_path / "bad.json").write_text(json.dumps({"x": [0.5, 0.5]}))
+    with pytest.raises(ValueError, match="bad.json"):
+        read_readings(tmp_path / "bad.json")
+
+
+def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+    from usl.crm.fast_model import FastCRM, criteria_inputs
+    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.judges.fast import FastJudge
+
+    toy = _toy(tmp_path)
+    test = tmp_path / "test.json"
+    test.write_text(json.dumps({"concise": ["Brevity, please.", "Keep it short."], "detailed": ["Go deep."]}))
+    out = tmp_path / "reader"
+    r = CliRunner().invoke(app, ["train-reader", "--out", str(out), "--wordings", str(toy), "--test", str(test),
+                                 "--epochs", "1", "--heads", "1", "--folds", "2"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output[r.output.index('{"out"'):])
+    assert report["dropped_as_test"] >= 1  # "Keep it short." is a toy wording and a test one: never trained on
+    assert set(report["test"][str(test)]) == {"concise", "detailed"}
+    held = read_readings(out / "heldout.json")
+    assert report["library_wordings"] > 100 and "Be brief." in held  # every training wording, cross-fitted
+    assert "Keep it short." not in held
+
+    home = tmp_path / "home"
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(row) + "\n" for row in domain_rows(STYLE_TOPICS[:8])))
+    model_dir = tmp_path / "model"
+    train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(model_dir), epochs=1, batch_size=16,
+                               hidden=8, length_reader=str(out)), home / "cache")
+    assert (model_dir / "length_reader" / "heads.safetensors").exists()
+    model = FastCRM.load(model_dir)
+    assert model.cfg.reader == FEATURES and model.reader is not None
+    import torch
+
+    x = criteria_inputs(model, ["Keep it short.", "Avoid: jargon"], torch.zeros((2, 384)))
+    assert x.shape == (2, 384 + len(model.cfg.lexicon) + 2)
+    np.testing.assert_allclose(x[:, -2:].numpy(), model.reader.read(["Keep it short.", "Avoid: jargon"]))
+    judge = FastJudge(model_dir, home=str(home))
+    assert judge.model.reader._tokens()[1] is judge.encoder.model  # one MiniLM in memory, not two
+    p = judge.judge_matrix(_criteria("Keep it short."), ["q"], ["A short reply."],
+                           ["A much longer reply that goes on and on about many things in detail."])
+    assert p.shape == (1,) and 0.0 < p[0] < 1.0
+
+    shutil.rmtree(model_dir / "length_reader")  # the weights expect reader features: a clear error
+    with pytest.raises(ValueError, match="length_reader/ is missing"):
+        FastCRM.load(model_dir)
+    (tmp_path / "manifest.json").write_text(json.dumps({"seed": 3}))  # data built on another library split
+    with pytest.raises(ValueError, match="seed 0.*seed 3"):
+        train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(tmp_path / "m2"), epochs=1,
+                                   batch_size=16, hidden=8, length_reader=str(out)), home / "cache")
+    with pytest.raises(FileNotFoundError, match="no length_reader"):
+        train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(tmp_path / "m2"), epochs=1,
+                                   batch_size=16, hidden=8, length_reader=str(tmp_path)), home / "cache")
+
+
+def _criteria(text: str):
+    from usl.types import Criteria
+
+    return Criteria(likes=(text,))
