@@ -43,7 +43,7 @@ def _toy(tmp_path: Path) -> Path:
 
 def test_wordings_files_are_read_by_side_and_bad_ones_are_named(tmp_path):
     got = read_wordings(_toy(tmp_path))
-    assert {label for t, label, _ in got if t in SHORT} == {1} and {label for t, label, _ in got if t in LONG} == {2}
+    assert {label for t, label in got if t in SHORT} == {1} and {label for t, label in got if t in LONG} == {2}
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"concise": ["ok"], "medium": ["?"]}))
     with pytest.raises(ValueError, match=r"bad.json.*'medium'"):
@@ -54,16 +54,15 @@ def test_wordings_files_are_read_by_side_and_bad_ones_are_named(tmp_path):
 
 
 def test_a_dislike_is_read_in_the_frame_of_what_it_names():
-    frame = dict(in_reader_frame([("Avoid: long answers", 1, 1.0), ("Keep it short.", 1, 1.0),
-                                  ("Avoid: jargon", 0, 1.0), ("No walls of text.", 1, 1.0)]))
+    frame = dict(in_reader_frame([("Avoid: long answers", 1), ("Keep it short.", 1), ("Avoid: jargon", 0),
+                                  ("No walls of text.", 1)]))
     # "Avoid: long answers" asks for shorter answers by naming longer ones
     assert frame == {"long answers": 2, "Keep it short.": 1, "jargon": 0, "walls of text": 2}
 
 
 @pytest.fixture(scope="module")
 def reader_and_held():
-    examples = in_reader_frame([(t, 1, 1.0) for t in SHORT] + [(t, 2, 1.0) for t in LONG]
-                               + [(t, 0, 1.0) for t in NEITHER])
+    examples = in_reader_frame([(t, 1) for t in SHORT] + [(t, 2) for t in LONG] + [(t, 0) for t in NEITHER])
     cfg = ReaderConfig(epochs=40, heads=2, folds=2, lr=3e-3)
     crossfit = [t for t, _ in examples[::3]]
     return fit_reader(examples, cfg, crossfit=crossfit), crossfit
@@ -71,7 +70,7 @@ def reader_and_held():
 
 def test_the_reader_learns_directions_and_cross_fits_what_it_is_asked_to(reader_and_held, tmp_path):
     (reader, held), crossfit = reader_and_held
-    as_written = [(t, 1, 1.0) for t in SHORT] + [(t, 2, 1.0) for t in LONG]
+    as_written = [(t, 1) for t in SHORT] + [(t, 2) for t in LONG]
     acc = direction_accuracy(reader, as_written)
     assert acc["concise"] >= 0.9 and acc["detailed"] >= 0.9, acc
     assert set(held) == set(crossfit)
@@ -141,6 +140,10 @@ def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it
     np.testing.assert_allclose(x[:, -2:].numpy(), model.reader.read(["Keep it short.", "Avoid: jargon"]))
     judge = FastJudge(model_dir, home=str(home))
     assert judge.model.reader._tokens()[1] is judge.encoder.model  # one MiniLM in memory, not two
+    new = "Answers for this test, as short as they can be."
+    judge.encoder.encode([new])
+    assert new in judge.model.reader._memo  # read from the criteria tower's own pass: no second pass
+    np.testing.assert_allclose(judge.model.reader.probs([new]), LengthReader.load(model_dir).probs([new]), atol=1e-4)
     p = judge.judge_matrix(_criteria("Keep it short."), ["q"], ["A short reply."],
                            ["A much longer reply that goes on and on about many things in detail."])
     assert p.shape == (1,) and 0.0 < p[0] < 1.0

@@ -225,18 +225,16 @@ def train_reader_command(
         lib = library_wordings(library_seed)
         extra = [x for f in wordings for x in read_wordings(f)]
         tests = {f: read_wordings(f) for f in test}
-        held_texts = {t for ex in tests.values() for t, _, _ in ex}
         # a test wording is never trained on, even where a training file has it in another form: the
         # reader reads what split_sign leaves ("Please, no walls of text." and "Avoid: walls of text")
         from usl.crm.fast_model import split_sign
 
-        held_rest = {split_sign(t)[0] for t in held_texts}
-        dropped = sorted({t for t, _, _ in lib + extra if split_sign(t)[0] in held_rest})
-        lib = [x for x in lib if split_sign(x[0])[0] not in held_rest]
-        extra = [x for x in extra if split_sign(x[0])[0] not in held_rest]
-        examples = in_reader_frame(lib + extra)
+        held_rest = {split_sign(t)[0] for ex in tests.values() for t, _ in ex}
+        kept = {t for t, _ in lib + extra if split_sign(t)[0] not in held_rest}
+        dropped = len({t for t, _ in lib + extra} - kept)
+        lib = [x for x in lib if x[0] in kept]
+        examples = in_reader_frame(lib + [x for x in extra if x[0] in kept])
         cfg = ReaderConfig(epochs=epochs, heads=heads, folds=folds, seed=seed)
-        library_texts = [t for t, _ in in_reader_frame(lib)]
         # every training text gets a reading from heads that did not see it: the fast CRM trains on these
         reader, held = fit_reader(examples, cfg, crossfit=[t for t, _ in examples])
         o = Path(out)
@@ -244,8 +242,8 @@ def train_reader_command(
         reader.save(o)
         write_readings(o / "heldout.json", held)
         counts = {name: sum(label == k for _, label in examples) for k, name in enumerate(("neither", "short", "long"))}
-        report = {"out": out, "examples": counts, "library_wordings": len(library_texts),
-                  "dropped_as_test": len(dropped),
+        report = {"out": out, "examples": counts, "library_wordings": len(in_reader_frame(lib)),
+                  "dropped_as_test": dropped,
                   "test": {f: direction_accuracy(reader, ex) for f, ex in tests.items()},
                   "seconds": round(time.time() - t0, 1)}
         (o / "training.json").write_text(json.dumps(report | {"wordings": list(wordings), "library_seed": library_seed,

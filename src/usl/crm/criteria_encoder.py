@@ -52,11 +52,18 @@ class CriteriaEncoder(nn.Module):
             for p in self.model.parameters():
                 p.requires_grad_(False)
         self._memo: dict[str, torch.Tensor] = {}
+        # called as f(texts, hidden states of every layer, attention mask) after each pass of ``encode``:
+        # another reader of the same frozen encoder (the length reader) takes its states from that pass
+        self.listeners: list = []
 
-    def forward(self, texts: Sequence[str]) -> torch.Tensor:
+    def forward(self, texts: Sequence[str], listen: bool = False) -> torch.Tensor:
         enc = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
-        h = self.model(**enc).last_hidden_state
+        out = self.model(**enc, output_hidden_states=listen)
+        if listen:
+            for f in self.listeners:
+                f(list(texts), out.hidden_states, enc["attention_mask"])
+        h = out.last_hidden_state
         m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
         return nn.functional.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-6), dim=-1)
 
@@ -65,7 +72,7 @@ class CriteriaEncoder(nn.Module):
         """Inference with a small in-process memo (users repeat criteria across requests)."""
         todo = [t for t in dict.fromkeys(texts) if t not in self._memo]
         if todo:
-            for t, v in zip(todo, self.forward(todo)):
+            for t, v in zip(todo, self.forward(todo, listen=bool(self.listeners))):
                 self._memo[t] = v
             if len(self._memo) > 50_000:
                 self._memo.clear()

@@ -12,11 +12,12 @@ This reader learns the reading instead. Its input is what ``split_sign`` leaves 
 neither, for shorter, or for longer answers. Frozen all-MiniLM-L6-v2 token states (the last and the
 third-to-last layer) go through a trained projection, attention pooling and a small MLP that also
 sees the keyword features, so it can tell when to trust them. A few heads with different seeds are
-averaged. Everything trained is about 1.4 MB (fp16); a criterion costs one MiniLM pass of a few tokens.
+averaged. Everything trained is about 1.4 MB (fp16). In the judge it takes its token states from the
+criteria tower's own MiniLM pass (``share_encoder``), so reading a criterion costs only the heads.
 
 Training texts: the criteria library's training wordings (the length families labelled, the others
 as "neither"), plus wordings files written for it (``configs/length_wordings``). The fast CRM is
-trained on cross-fitted readings of the library's wordings (``fit_reader`` returns them), so it
+trained on cross-fitted readings of the wordings (``fit_reader`` returns them), so it
 learns how far to trust the reader on wordings the reader has not seen, and reads the reader's
 direction in its length prior and as two criterion features.
 
@@ -84,10 +85,34 @@ class LengthReader:
         self._encoder = None
         self._memo: dict[str, np.ndarray] = {}
 
-    def share_encoder(self, tokenizer, model) -> None:
-        """Read through an already loaded all-MiniLM-L6-v2 (the criteria tower's, when it has no adapter)
-        instead of loading a second copy."""
-        self._encoder = (tokenizer, model)
+    def share_encoder(self, encoder) -> None:
+        """Read through the criteria tower's all-MiniLM-L6-v2 (a ``CriteriaEncoder`` without an adapter)
+        instead of loading a second copy, and take the token states of the criteria it encodes from its
+        own pass: a new criterion then costs one MiniLM pass, not two."""
+        self._encoder = (encoder.tokenizer, encoder.model)
+        encoder.listeners.append(self._absorb)
+
+    def _absorb(self, texts: list[str], hidden_states, mask) -> None:
+        import torch
+
+        from usl.crm.criteria_lexicon import lexicon_matrix
+
+        if len(texts) > 128:  # a bulk pass (training, a benchmark's criteria): read when asked instead
+            return
+        h = torch.cat([hidden_states[k] for k in self.cfg.layers], -1)
+        self._remember(texts, self._heads(h, mask, torch.from_numpy(lexicon_matrix(texts))))
+
+    def _heads(self, h, mask, lex) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            return torch.stack([hd(h, mask, lex).softmax(-1) for hd in self.heads]).mean(0).numpy().astype(np.float32)
+
+    def _remember(self, texts: Sequence[str], p: np.ndarray) -> None:
+        memo = self._memo
+        if len(memo) > 50_000:
+            self._memo = memo = {}
+        memo.update(zip(texts, p))
 
     def _tokens(self):
         if self._encoder is None:
@@ -121,27 +146,17 @@ class LengthReader:
                 out = enc(**t, output_hidden_states=True).hidden_states
                 hs.append(torch.cat([out[k] for k in self.cfg.layers], -1))
                 ms.append(t["attention_mask"])
-        if not hs:
-            return (torch.zeros((0, self.cfg.max_len, 384 * len(self.cfg.layers))),
-                    torch.zeros((0, self.cfg.max_len), dtype=torch.long), torch.zeros((0, 0)))
         return torch.cat(hs), torch.cat(ms), torch.from_numpy(lexicon_matrix(list(texts)))
 
     def probs(self, texts: Sequence[str]) -> np.ndarray:
         """(n, 3): P(neither), P(shorter), P(longer), averaged over the heads."""
-        import torch
-
         memo = self._memo  # read through one reference: another thread may replace it
         got = {t: memo[t] for t in dict.fromkeys(texts) if t in memo}
         todo = [t for t in dict.fromkeys(texts) if t not in got]
         for i in range(0, len(todo), 128):  # one batch at a time: each is padded to its own longest text
-            h, m, lex = self.states(todo[i:i + 128])
-            with torch.inference_mode():
-                p = torch.stack([hd(h, m, lex).softmax(-1) for hd in self.heads]).mean(0).numpy()
-            got.update(zip(todo[i:i + 128], p.astype(np.float32)))
+            got.update(zip(todo[i:i + 128], self._heads(*self.states(todo[i:i + 128]))))
         if todo:
-            if len(memo) > 50_000:
-                self._memo = memo = {}
-            memo.update((t, got[t]) for t in todo)
+            self._remember(todo, np.stack([got[t] for t in todo]))
         return np.stack([got[t] for t in texts]) if texts else np.zeros((0, len(LABELS)), np.float32)
 
     def read(self, texts: Sequence[str]) -> np.ndarray:
@@ -191,10 +206,10 @@ class LengthReader:
 
 # -- training data -------------------------------------------------------------------------------
 
-def read_wordings(path: str | Path) -> list[tuple[str, int, float]]:
+def read_wordings(path: str | Path) -> list[tuple[str, int]]:
     """A wordings file: a JSON object whose keys name a side (``concise``/``detailed``, ``short``/``long``,
     ``length_concise``/``length_detailed``, or ``neutral``) and whose values are lists of criteria.
-    Returns (criterion, label, 1.0) with the label in the criterion's own frame (before ``split_sign``)."""
+    Returns (criterion, label) with the label in the criterion's own frame (before ``split_sign``)."""
     from usl.data.io import read_json
 
     got = read_json(path)
@@ -206,11 +221,11 @@ def read_wordings(path: str | Path) -> list[tuple[str, int, float]]:
             raise ValueError(f"{path}: field {side!r}: not a side ({', '.join(sorted(_SIDES))})")
         if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
             raise ValueError(f"{path}: field {side!r}: expected a list of non-empty strings")
-        out += [(t, _SIDES[side], 1.0) for t in texts]
+        out += [(t, _SIDES[side]) for t in texts]
     return out
 
 
-def library_wordings(seed: int) -> list[tuple[str, int, float]]:
+def library_wordings(seed: int) -> list[tuple[str, int]]:
     """The criteria library's training wordings (``Library.split(seed)``, the split `usl data build-train
     --seed` uses): the length families labelled, every other family as "neither". A wording of another
     family that the keyword reading takes for a length wish ("get straight to the answer" in
@@ -228,17 +243,17 @@ def library_wordings(seed: int) -> list[tuple[str, int, float]]:
         if side == 0:
             lex = lexicon_matrix([split_sign(w)[0] for w in train])
             train = tuple(w for w, f in zip(train, lex) if not (f[short] or f[long]))
-        out += [(w, side, 1.0) for w in train]
+        out += [(w, side) for w in train]
     return out
 
 
-def in_reader_frame(examples: Sequence[tuple[str, int, float]]) -> list[tuple[str, int]]:
+def in_reader_frame(examples: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
     """(criterion, label) -> (what ``split_sign`` leaves, the label in that frame): "Avoid: long answers"
     asks for shorter answers, and its text "long answers" is read as naming longer ones."""
     from usl.crm.fast_model import split_sign
 
     out: dict[str, int] = {}
-    for text, label, _ in examples:
+    for text, label in examples:
         rest, sign = split_sign(text)
         out[rest] = label if sign > 0 or label == 0 else 3 - label
     return list(out.items())
@@ -316,14 +331,14 @@ def read_readings(path: str | Path) -> dict[str, np.ndarray]:
     return {t: np.asarray(v, np.float32) for t, v in got.items()}
 
 
-def direction_accuracy(reader: LengthReader, examples: Sequence[tuple[str, int, float]]) -> dict[str, float]:
+def direction_accuracy(reader: LengthReader, examples: Sequence[tuple[str, int]]) -> dict[str, float]:
     """How often the reader points a length criterion the right way, per side (criteria in their own
     frame, as users write them)."""
     from usl.crm.fast_model import split_sign
 
     out = {}
     for side, name in ((1, "concise"), (2, "detailed")):
-        items = [t for t, label, _ in examples if label == side]
+        items = [t for t, label in examples if label == side]
         if not items:
             continue
         rest, sign = zip(*(split_sign(t) for t in items))

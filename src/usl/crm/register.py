@@ -19,13 +19,22 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 FILE = "register.npz"
+
+
+def weights_fingerprint(cfg, chunks: Iterable[bytes]) -> str:
+    """16 hex digits of SHA-256 over a scorer's config (a dataclass, as JSON) and its weights' bytes: what
+    answer caches that hold the scorer's scores are keyed by."""
+    h = hashlib.sha256(json.dumps(asdict(cfg)).encode())
+    for c in chunks:
+        h.update(c)
+    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -65,10 +74,7 @@ class RegisterScorer:
 
     @functools.cached_property
     def fingerprint(self) -> str:
-        h = hashlib.sha256(json.dumps(asdict(self.cfg)).encode())
-        h.update(self.idf.tobytes())
-        h.update(self.coef.tobytes())
-        return h.hexdigest()[:16]
+        return weights_fingerprint(self.cfg, (self.idf.tobytes(), self.coef.tobytes()))
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from usl import atomic
+from usl.crm.register import weights_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -141,11 +142,8 @@ class StyleScorer:
 
     @functools.cached_property
     def fingerprint(self) -> str:
-        h = hashlib.sha256(json.dumps(asdict(self.cfg)).encode())
-        for k in sorted(self.state):
-            h.update(k.encode())
-            h.update(self.state[k].float().numpy().tobytes())
-        return h.hexdigest()[:16]
+        return weights_fingerprint(self.cfg, (c for k in sorted(self.state)
+                                              for c in (k.encode(), self.state[k].float().numpy().tobytes())))
 
     # -- scoring -----------------------------------------------------------------------------------
     def _model(self):

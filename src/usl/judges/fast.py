@@ -71,7 +71,7 @@ class FastJudge:
         adapter = self.weights / ADAPTER_DIR
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
         if self.model.reader is not None and not adapter.exists():  # the same frozen MiniLM: one copy
-            self.model.reader.share_encoder(self.encoder.tokenizer, self.encoder.model)
+            self.model.reader.share_encoder(self.encoder)
         self._answer_repr: dict | None = None
         self._repr_rows = 0
 
