@@ -39,6 +39,9 @@ def register(app: typer.Typer) -> None:
         length_reader: str = typer.Option("", help="Directory written by `usl train-reader`: ship its length "
                                                    "reader, whose reading gives the length prior its direction "
                                                    "('' = none: the keyword reading)."),
+        domain_reader: str = typer.Option("", help="Directory written by `usl train-reader --kind domain`: ship "
+                                                   "its domain reader, whose reading weighs the style prior "
+                                                   "('' = none)."),
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
@@ -50,7 +53,8 @@ def register(app: typer.Typer) -> None:
                                   batch_size=batch_size, reword_prob=reword_prob, distill=list(distill),
                                   distill_per_epoch=distill_per_epoch, distill_weight=distill_weight,
                                   distill_criteria_only=distill_criteria_only, register_prefix=register_prefix,
-                                  style_scorer=style_scorer, length_reader=length_reader)
+                                  style_scorer=style_scorer, length_reader=length_reader,
+                                  domain_reader=domain_reader)
             report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
         typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],
                                "seconds": report["seconds"]}))

@@ -192,29 +192,35 @@ def train_style_command(
 
 def train_reader_command(
         out: str = typer.Option("artifacts/length-reader", "--out", help="Output directory."),
+        kind: str = typer.Option("length", help="What the reader reads: length (shorter, longer or neither) or "
+                                 "domain (academy, business, literature, plain or none)."),
         wordings: List[str] = typer.Option([], "--wordings", help="A wordings file written for the reader: a JSON "
-                                           "object of side (concise, detailed or neutral) -> list of criteria; "
-                                           "repeatable."),
+                                           "object of side (concise, detailed, domain_academy, ..., domain_plain "
+                                           "or neutral) -> list of criteria; repeatable."),
         test: List[str] = typer.Option([], "--test", help="A wordings file the reader must not train on: its "
-                                       "direction accuracy per side is reported; repeatable."),
+                                       "accuracy per side is reported; repeatable."),
         library_seed: int = typer.Option(0, help="Seed of the criteria library's train/held-out split (the --seed "
                                          "of `usl data build-train`): only its training wordings are read."),
         epochs: int = typer.Option(20, help="Epochs per head."),
         heads: int = typer.Option(3, help="Heads averaged, one seed each."),
         folds: int = typer.Option(5, help="Cross-fitting folds for the library's wordings."),
         seed: int = typer.Option(0, help="Seed.")) -> None:
-    """Train the length reader: which way a criterion points on length (shorter, longer, neither).
+    """Train a criterion reader: which way a criterion points on length (shorter, longer, neither), or
+    which domain style it asks for (--kind domain).
 
-    Writes OUT/length_reader/ (what `usl train-fast --length-reader OUT` ships with the CRM) and
-    OUT/heldout.json (cross-fitted readings of every training wording). CPU, a few minutes."""
+    Writes OUT/length_reader/ or OUT/domain_reader/ (what `usl train-fast --length-reader OUT` or
+    `--domain-reader OUT` ships with the CRM) and OUT/heldout.json (cross-fitted readings of every
+    training wording). CPU, a few minutes."""
     import time
     from pathlib import Path
 
-    from usl.crm.length_reader import (
+    from usl.crm.criterion_reader import (
+        KINDS,
         ReaderConfig,
         direction_accuracy,
         fit_reader,
         in_reader_frame,
+        library_held_out,
         library_wordings,
         read_wordings,
         write_readings,
@@ -222,9 +228,10 @@ def train_reader_command(
 
     with user_errors():
         t0 = time.time()
-        lib = library_wordings(library_seed)
-        extra = [x for f in wordings for x in read_wordings(f)]
-        tests = {f: read_wordings(f) for f in test}
+        cfg = ReaderConfig(kind=kind, epochs=epochs, heads=heads, folds=folds, seed=seed)
+        lib = library_wordings(library_seed, kind)
+        extra = [x for f in wordings for x in read_wordings(f, kind)]
+        tests = {f: read_wordings(f, kind) for f in test}
         # a test wording is never trained on, even where a training file has it in another form: the
         # reader reads what split_sign leaves ("Please, no walls of text." and "Avoid: walls of text")
         from usl.crm.fast_model import split_sign
@@ -232,18 +239,21 @@ def train_reader_command(
         held_rest = {split_sign(t)[0] for ex in tests.values() for t, _ in ex}
         kept = {t for t, _ in lib + extra if split_sign(t)[0] not in held_rest}
         dropped = len({t for t, _ in lib + extra} - kept)
+        # nor the library's held-out wordings, which word the evaluation pairs' criteria
+        held_lib = {split_sign(t)[0] for t in library_held_out(library_seed)}
+        leak = {t for t in kept if split_sign(t)[0] in held_lib}
+        kept -= leak
         lib = [x for x in lib if x[0] in kept]
-        examples = in_reader_frame(lib + [x for x in extra if x[0] in kept])
-        cfg = ReaderConfig(epochs=epochs, heads=heads, folds=folds, seed=seed)
+        examples = in_reader_frame(lib + [x for x in extra if x[0] in kept], kind)
         # every training text gets a reading from heads that did not see it: the fast CRM trains on these
         reader, held = fit_reader(examples, cfg, crossfit=[t for t, _ in examples])
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)
         reader.save(o)
         write_readings(o / "heldout.json", held)
-        counts = {name: sum(label == k for _, label in examples) for k, name in enumerate(("neither", "short", "long"))}
-        report = {"out": out, "examples": counts, "library_wordings": len(in_reader_frame(lib)),
-                  "dropped_as_test": dropped,
+        counts = {name: sum(label == k for _, label in examples) for k, name in enumerate(KINDS[kind].labels)}
+        report = {"out": out, "kind": kind, "examples": counts, "library_wordings": len(in_reader_frame(lib, kind)),
+                  "dropped_as_test": dropped, "dropped_as_held_out_library": len(leak),
                   "test": {f: direction_accuracy(reader, ex) for f, ex in tests.items()},
                   "seconds": round(time.time() - t0, 1)}
         (o / "training.json").write_text(json.dumps(report | {"wordings": list(wordings), "library_seed": library_seed,

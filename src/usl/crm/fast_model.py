@@ -5,6 +5,8 @@ Shape of the computation (k criteria, N answers, d = 384, F style features, H hi
     answer i   -> r_i (d, static MiniLM), f_i (F, standardised style features), q_i (cos with query)
     criterion c -> e_c (d, contextual MiniLM); sign s_c = +1 for a like, -1 for "Avoid: ..."
     s(c, i) = <U e_c, V [r_i; f_i]> + <G(e_c), f_i> + alpha * <e_c, r_i>          (k x N)
+              + gamma+ * len_c * log_words_i             (length prior: len_c = P(longer) - P(shorter))
+              + <P_style(c) W, f_i>                      (style prior: the domain reader's P(style))
     quality(i) = MLP([r_i; f_i; q_i])                                           (N,)
     logit(A over B) = mean_c s_c * (s(c, A) - s(c, B)) + beta * (quality(A) - quality(B))
 
@@ -32,8 +34,7 @@ from usl.crm.criteria_lexicon import (
     strip_intensifiers,
 )
 from usl.crm.features import FEATURES
-from usl.crm.length_reader import DIR as READER_DIR
-from usl.crm.length_reader import LengthReader
+from usl.crm.criterion_reader import DOMAIN, LENGTH, CriterionReader
 from usl.crm.register import RegisterScorer, RegisterStack, load_registers
 
 AVOID_PREFIX = "avoid:"
@@ -64,23 +65,29 @@ class FastCRMConfig:
     dropout: float = 0.1
     features: tuple[str, ...] = FEATURES
     lexicon: tuple[str, ...] = LEXICON_AXES
-    reader: tuple[str, ...] = ()  # the length reader's features, after the keyword ones (length_reader.py)
+    reader: tuple[str, ...] = ()  # the length reader's features, after the keyword ones (criterion_reader.py)
+    domain: tuple[str, ...] = ()  # the domain reader's features, after those
     crit_noise: float = 0.02  # per-dimension Gaussian noise on criterion embeddings while training
 
 
 class FastCRM(nn.Module):
     def __init__(self, cfg: FastCRMConfig, vocab_size: int = 30522,
-                 register: RegisterScorer | RegisterStack | None = None, reader: LengthReader | None = None):
+                 register: RegisterScorer | RegisterStack | None = None, reader: CriterionReader | None = None,
+                 domain_reader: CriterionReader | None = None):
         super().__init__()
         if bool(cfg.reader) != (reader is not None):
             raise ValueError("FastCRMConfig.reader names the length reader's features: give both or neither")
+        if bool(cfg.domain) != (domain_reader is not None):
+            raise ValueError("FastCRMConfig.domain names the domain reader's features: give both or neither")
         if cfg.features != FEATURES + (register.names if register else ()) or cfg.n_features != len(cfg.features):
             raise ValueError("FastCRMConfig.features must be the style features, then the register scorer's")
         self.cfg = cfg
         self.register = register  # register and style scores: the last features (register.py); None = none
-        self.reader = reader  # reads which way a criterion points on length (length_reader.py); None = none
+        self.reader = reader  # reads which way a criterion points on length (criterion_reader.py); None = none
+        self.domain_reader = domain_reader  # reads which domain style a criterion asks for; None = none
         d, F, H = cfg.dim, cfg.n_features, cfg.hidden
-        dc = d + len(cfg.lexicon) + len(cfg.reader)  # a criterion: sentence embedding + keyword (+ reader) features
+        # a criterion: sentence embedding + keyword (+ readers') features
+        dc = d + len(cfg.lexicon) + len(cfg.reader) + len(cfg.domain)
         self.register_buffer("feat_mean", torch.zeros(F))
         self.register_buffer("feat_std", torch.ones(F))
         self.register_buffer("idf", torch.ones(vocab_size))
@@ -97,6 +104,11 @@ class FastCRM(nn.Module):
         self._lex_long = cfg.lexicon.index("long") if "long" in cfg.lexicon else -1
         self._lex_short = cfg.lexicon.index("short") if "short" in cfg.lexicon else -1
         self._f_len = cfg.features.index("log_words")
+        # a style prior: the domain reader's P(style) weighs a learned direction in the answer features
+        # for each style (the style scorer's own score, mostly), so a criterion read as "academic" looks
+        # at the academic score whatever its embedding is near
+        if cfg.domain:
+            self.style_prior = nn.Parameter(torch.zeros(len(cfg.domain), F))
 
     # -- answers -----------------------------------------------------------------------------------
     def answer_repr(self, r: torch.Tensor, feats: torch.Tensor, cos_q: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -109,26 +121,33 @@ class FastCRM(nn.Module):
 
     # -- criteria ----------------------------------------------------------------------------------
     def criteria_repr(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """x (k, d + n_lexicon [+ 2]): sentence embedding, keyword features, then the length reader's
-        P(shorter), P(longer) if the model has one -> per-criterion projections."""
+        """x (k, d + n_lexicon [+ 2] [+ 4]): sentence embedding, keyword features, then the length reader's
+        P(shorter), P(longer) and the domain reader's P(style) if the model has them -> per-criterion
+        projections."""
         e = x[:, :self.cfg.dim]
         if self.training and self.cfg.crit_noise > 0:
             e = nn.functional.normalize(e + self.cfg.crit_noise * torch.randn_like(e), dim=-1)
             x = torch.cat([e, x[:, self.cfg.dim:]], -1)
-        lex = x[:, self.cfg.dim:self.cfg.dim + len(self.cfg.lexicon)]
+        at = self.cfg.dim + len(self.cfg.lexicon)
+        lex = x[:, self.cfg.dim:at]
+        out = {}
+        if self.cfg.domain:
+            dom = x[:, at + len(self.cfg.reader):]
+            out["style"] = dom @ self.style_prior  # (k, F)
         if self.cfg.reader:
-            rd = x[:, self.cfg.dim + len(self.cfg.lexicon):]
+            rd = x[:, at:at + len(self.cfg.reader)]
             length = rd[:, 1] - rd[:, 0]
         elif self._lex_long >= 0:
             length = lex[:, self._lex_long] - lex[:, self._lex_short]
         else:
             length = torch.zeros(x.shape[0], dtype=x.dtype)
-        return {"e": e, "u": self.crit_sem(x), "g": self.crit_feat(x), "len": length}
+        return out | {"e": e, "u": self.crit_sem(x), "g": self.crit_feat(x), "len": length}
 
     def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
         prior = nn.functional.softplus(self.gamma) * C["len"][:, None] * A["f"][None, :, self._f_len]
-        return C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior
+        g = C["g"] + C["style"] if "style" in C else C["g"]
+        return C["u"] @ A["z"].T + g @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior
 
     # -- pairs (training and judging) --------------------------------------------------------------
     def pair_logits(self, C: dict, A: dict, a_idx: torch.Tensor, b_idx: torch.Tensor,
@@ -142,7 +161,8 @@ class FastCRM(nn.Module):
         quality head and its weight): they train only how criteria read the answers. The logits
         themselves do not depend on it.
         """
-        u, g, e = C["u"][crit_idx], C["g"][crit_idx], C["e"][crit_idx]
+        g = C["g"] + C["style"] if "style" in C else C["g"]
+        u, g, e = C["u"][crit_idx], g[crit_idx], C["e"][crit_idx]
         pa, pb = a_idx[crit_pair], b_idx[crit_pair]
         dz = A["z"][pa] - A["z"][pb]
         if held is not None:
@@ -169,8 +189,9 @@ class FastCRM(nn.Module):
         (out / "config.json").write_text(json.dumps(cfg | {"extra": extra or {}}, indent=2))
         if self.register is not None:
             self.register.save(out)
-        if self.reader is not None:
-            self.reader.save(out)
+        for r in (self.reader, self.domain_reader):
+            if r is not None:
+                r.save(out)
 
     @classmethod
     def load(cls, path: str | Path) -> FastCRM:
@@ -183,10 +204,13 @@ class FastCRM(nn.Module):
         raw["features"] = tuple(raw["features"])
         raw["lexicon"] = tuple(raw.get("lexicon", ()))
         raw["reader"] = tuple(raw.get("reader", ()))
+        raw["domain"] = tuple(raw.get("domain", ()))
         register = load_registers(p)
-        reader = LengthReader.load(p) if raw["reader"] else None
-        if raw["reader"] and reader is None:
-            raise ValueError(f"{p}: model was trained with a length reader, and its {READER_DIR}/ is missing")
+        readers = {}
+        for kind, key in ((LENGTH, "reader"), (DOMAIN, "domain")):
+            readers[kind.name] = CriterionReader.load(p, kind.name) if raw[key] else None
+            if raw[key] and readers[kind.name] is None:
+                raise ValueError(f"{p}: model was trained with a {kind.name} reader, and its {kind.dir}/ is missing")
         if raw["features"] != FEATURES + (register.names if register else ()):
             have = set(register.names if register else ())
             lost = [f for prefix, f in (("register_", "register.npz"), ("style_", "style_scorer/"))
@@ -195,7 +219,8 @@ class FastCRM(nn.Module):
                              f"{f' (or its {lost[0]} is missing)' if lost else ''}; retrain it")
         if raw["lexicon"] != LEXICON_AXES:
             raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
-        model = cls(FastCRMConfig(**raw), vocab_size=vocab, register=register, reader=reader)
+        model = cls(FastCRMConfig(**raw), vocab_size=vocab, register=register, reader=readers["length"],
+                    domain_reader=readers["domain"])
         state = load_file(p / "model.safetensors")
         missing = sorted(set(model.state_dict()) - set(state))
         if missing:
@@ -206,17 +231,20 @@ class FastCRM(nn.Module):
 
 
 def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
-                    readings: dict[str, np.ndarray] | None = None) -> torch.Tensor:
-    """A criterion's input row: its sentence embedding, keyword features and, if the model has a length
-    reader, the reader's P(shorter), P(longer). ``readings`` (text -> 3 probabilities) stand in for the
-    reader where given: the cross-fitted readings of its own training texts."""
+                    readings: dict[str, dict[str, np.ndarray]] | None = None) -> torch.Tensor:
+    """A criterion's input row: its sentence embedding, keyword features and, if the model has them, the
+    length reader's P(shorter), P(longer) and the domain reader's P(style). ``readings`` (reader kind ->
+    text -> probabilities) stand in for a reader where given: the cross-fitted readings of its own
+    training texts."""
     parts = [embeddings, torch.from_numpy(lexicon_matrix(texts))]
-    if model.reader is not None:
-        readings = readings or {}
-        todo = [t for t in texts if t not in readings]
-        fresh = dict(zip(todo, model.reader.probs(todo))) if todo else {}
-        parts.append(as_tensor(np.stack([(readings.get(t) if t in readings else fresh[t])[1:] for t in texts])
-                               if texts else np.zeros((0, 2), np.float32)))
+    for reader in (model.reader, model.domain_reader):
+        if reader is None:
+            continue
+        known = (readings or {}).get(reader.kind.name, {})
+        todo = [t for t in texts if t not in known]
+        fresh = dict(zip(todo, reader.probs(todo))) if todo else {}
+        parts.append(as_tensor(np.stack([(known[t] if t in known else fresh[t])[1:] for t in texts])
+                               if texts else np.zeros((0, len(reader.kind.features)), np.float32)))
     return torch.cat(parts, -1)
 
 

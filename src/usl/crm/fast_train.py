@@ -25,8 +25,7 @@ from usl.crm.answer_bank import AnswerBank
 from usl.crm.criteria_encoder import CriteriaEncoder
 from usl.crm.fast_model import FastCRM, FastCRMConfig, as_tensor, criteria_inputs, split_sign
 from usl.crm.formatting import judged_texts
-from usl.crm.length_reader import FEATURES as READER_FEATURES
-from usl.crm.length_reader import LengthReader, read_readings
+from usl.crm.criterion_reader import DOMAIN, LENGTH, CriterionReader, Kind, read_readings
 from usl.crm.register import RegisterConfig, RegisterStack, fit_register
 from usl.crm.static_embed import StaticEmbedder, fit_idf
 from usl.crm.style_scorer import DIR as STYLE_DIR
@@ -74,6 +73,10 @@ class FastTrainConfig:
         "help": "Directory written by `usl train-reader`: its length reader's P(shorter), P(longer) become criterion "
                 "features and the direction of the length prior; its cross-fitted readings (heldout.json) stand in "
                 "for the wordings it was trained on. '' = none (the keyword reading gives the direction)."})
+    domain_reader: str = field(default="", metadata={
+        "help": "Directory written by `usl train-reader --kind domain`: its domain reader's P(style) become criterion "
+                "features and weigh the style prior; its cross-fitted readings (heldout.json) stand in for the "
+                "wordings it was trained on. '' = none."})
     oversample: dict = field(default_factory=lambda: {"human/": 3},
                              metadata={"help": "Source prefix -> how many times its samples appear per epoch."})
 
@@ -160,6 +163,17 @@ def _register(samples: list[PreferenceSample], cfg: FastTrainConfig) -> tuple[Re
     return RegisterStack([scorer, style]), {t: np.concatenate([v, style_held[text_key(t)]]) for t, v in held.items()}
 
 
+def _reader(kind: Kind, reader_dir: str, train_files: list[str]) -> tuple[CriterionReader, dict[str, np.ndarray]]:
+    """The reader of ``kind`` written in ``reader_dir`` by `usl train-reader`, and its cross-fitted readings."""
+    reader = CriterionReader.load(reader_dir, kind.name)
+    if reader is None:
+        raise FileNotFoundError(f"{reader_dir}: no {kind.dir}/ (write one with `usl train-reader --kind {kind.name}`)")
+    readings = read_readings(Path(reader_dir) / "heldout.json", kind.name)
+    _check_library_seed(reader_dir, train_files)
+    log.info("%s reader: %s (%d cross-fitted readings)", kind.name, reader_dir, len(readings))
+    return reader, readings
+
+
 def _check_library_seed(reader_dir: str, train_files: list[str]) -> None:
     """A reader trained on one split of the criteria library would have read the wordings another split
     holds out for evaluation: refuse a reader whose library seed differs from the training data's."""
@@ -171,7 +185,7 @@ def _check_library_seed(reader_dir: str, train_files: list[str]) -> None:
         manifest = Path(f).parent / "manifest.json"
         data_seed = read_json(manifest).get("seed") if manifest.exists() else None
         if seed is not None and data_seed is not None and seed != data_seed:
-            raise ValueError(f"{info}: the length reader read the criteria library split with seed {seed}, and "
+            raise ValueError(f"{info}: the reader read the criteria library split with seed {seed}, and "
                              f"{manifest} was built with seed {data_seed}: retrain the reader with "
                              f"`usl train-reader --library-seed {data_seed}`")
 
@@ -315,18 +329,17 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     tr, dv = _encode(train + distill, bank, crit_index, len(distill)), _encode(dev, bank, crit_index)
     log.info("encoded %d answers, %d criteria in %.0f s", len(bank), len(crit_texts), time.time() - t0)
 
-    reader, readings = None, {}
-    if cfg.length_reader:
-        reader = LengthReader.load(cfg.length_reader)
-        if reader is None:
-            raise FileNotFoundError(f"{cfg.length_reader}: no length_reader/ (write one with `usl train-reader`)")
-        readings = read_readings(Path(cfg.length_reader) / "heldout.json")
-        _check_library_seed(cfg.length_reader, cfg.train)
-        log.info("length reader: %s (%d cross-fitted readings)", cfg.length_reader, len(readings))
+    readers: dict[str, CriterionReader | None] = {"length": None, "domain": None}
+    readings: dict[str, dict[str, np.ndarray]] = {}
+    for kind, where in ((LENGTH, cfg.length_reader), (DOMAIN, cfg.domain_reader)):
+        if where:
+            readers[kind.name], readings[kind.name] = _reader(kind, where, cfg.train)
     names = bank.feature_names
     model = FastCRM(FastCRMConfig(hidden=cfg.hidden, n_features=len(names), features=names,
-                                  reader=READER_FEATURES if reader else ()),
-                    vocab_size=len(static.idf), register=register, reader=reader)
+                                  reader=LENGTH.features if readers["length"] else (),
+                                  domain=DOMAIN.features if readers["domain"] else ()),
+                    vocab_size=len(static.idf), register=register, reader=readers["length"],
+                    domain_reader=readers["domain"])
     model.idf.copy_(torch.from_numpy(static.idf))
     model.feat_mean.copy_(torch.from_numpy(bank.feats.mean(0)))
     model.feat_std.copy_(torch.from_numpy(bank.feats.std(0) + 1e-4))
@@ -335,7 +348,7 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
         groups.append({"params": [p for p in encoder.parameters() if p.requires_grad], "lr": cfg.encoder_lr})
     opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
 
-    # keyword features (and the length reader's), computed once: they do not train
+    # keyword features (and the readers'), computed once: they do not train
     lex = criteria_inputs(model, crit_texts, torch.zeros((len(crit_texts), 0)), readings)
 
     def all_criteria() -> torch.Tensor:

@@ -70,8 +70,9 @@ class FastJudge:
         self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register)
         adapter = self.weights / ADAPTER_DIR
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
-        if self.model.reader is not None and not adapter.exists():  # the same frozen MiniLM: one copy
-            self.model.reader.share_encoder(self.encoder)
+        for reader in (self.model.reader, self.model.domain_reader):
+            if reader is not None and not adapter.exists():  # the same frozen MiniLM: one copy
+                reader.share_encoder(self.encoder)
         self._answer_repr: dict | None = None
         self._repr_rows = 0
 
@@ -100,8 +101,9 @@ class FastJudge:
         self.bank.preload(queries, answers, progress)
         self._answers()
         self.encoder.encode(["warm-up"])  # first real request should not pay for lazy init
-        if self.model.reader is not None:
-            self.model.reader.read(["warm-up"])
+        for reader in (self.model.reader, self.model.domain_reader):
+            if reader is not None:
+                reader.read(["warm-up"])
 
     def criterion_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
                          baseline_answers: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from crm_fixtures import STYLE_TOPICS, domain_rows
-from usl.crm.length_reader import (
-    FEATURES,
-    LengthReader,
+from usl.crm.criterion_reader import (
+    LENGTH,
+    CriterionReader,
     ReaderConfig,
     direction_accuracy,
     fit_reader,
@@ -79,20 +79,20 @@ def test_the_reader_learns_directions_and_cross_fits_what_it_is_asked_to(reader_
     assert any(not np.allclose(held[t], reader.probs([t])[0], atol=1e-3) for t in crossfit)
 
     reader.save(tmp_path)
-    again = LengthReader.load(tmp_path)
+    again = CriterionReader.load(tmp_path)
     texts = ["Keep answers short, thanks.", "I need every detail.", "Use a table."]
     np.testing.assert_allclose(again.read(texts), reader.read(texts), atol=5e-3)  # heads are stored as fp16
-    assert LengthReader.load(tmp_path / "nowhere") is None
+    assert CriterionReader.load(tmp_path / "nowhere") is None
     # padding is masked out: a text reads the same alone and beside a longer one
-    alone = LengthReader.load(tmp_path).probs(["Be brief."])[0]
-    beside = LengthReader.load(tmp_path).probs(["I would like every answer to cover the whole topic, step by step, "
+    alone = CriterionReader.load(tmp_path).probs(["Be brief."])[0]
+    beside = CriterionReader.load(tmp_path).probs(["I would like every answer to cover the whole topic, step by step, "
                                                 "with examples and the reasons behind each step.", "Be brief."])[1]
     np.testing.assert_allclose(alone, beside, atol=1e-4)
     many = [f"answer {i}: " + "more words " * (i % 30) for i in range(300)]  # several batches of other lengths
-    assert LengthReader.load(tmp_path).probs(many).shape == (300, 3)
+    assert CriterionReader.load(tmp_path).probs(many).shape == (300, 3)
     (tmp_path / "length_reader" / "heads.safetensors").write_bytes(b"torn")
     with pytest.raises(ValueError, match="length_reader.*usl train-reader"):
-        LengthReader.load(tmp_path)
+        CriterionReader.load(tmp_path)
 
     write_readings(tmp_path / "held.json", held)
     back = read_readings(tmp_path / "held.json")
@@ -114,15 +114,20 @@ def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it
     test = tmp_path / "test.json"
     test.write_text(json.dumps({"concise": ["Brevity, please.", "Keep it short."], "detailed": ["Go deep."]}))
     out = tmp_path / "reader"
-    r = CliRunner().invoke(app, ["train-reader", "--out", str(out), "--wordings", str(toy), "--test", str(test),
-                                 "--epochs", "1", "--heads", "1", "--folds", "2"])
+    evals = tmp_path / "eval_wording.json"  # a held-out wording of the library (seed 0): it words evaluation pairs
+    evals.write_text(json.dumps({"neutral": ["Just answer normally."]}))
+    r = CliRunner().invoke(app, ["train-reader", "--out", str(out), "--wordings", str(toy), "--wordings", str(evals),
+                                 "--test", str(test), "--epochs", "1", "--heads", "1", "--folds", "2"])
     assert r.exit_code == 0, r.output
     report = json.loads(r.output[r.output.index('{"out"'):])
     assert report["dropped_as_test"] >= 1  # "Keep it short." is a toy wording and a test one: never trained on
+    assert report["dropped_as_held_out_library"] >= 1
+    r = CliRunner().invoke(app, ["train-reader", "--out", str(tmp_path / "x"), "--kind", "tone"])
+    assert r.exit_code != 0 and "reader kind 'tone'" in r.output and not (tmp_path / "x").exists()
     assert set(report["test"][str(test)]) == {"concise", "detailed"}
     held = read_readings(out / "heldout.json")
     assert report["library_wordings"] > 100 and "Be brief." in held  # every training wording, cross-fitted
-    assert "Keep it short." not in held
+    assert "Keep it short." not in held and "Just answer normally." not in held
 
     home = tmp_path / "home"
     train = tmp_path / "train.jsonl"
@@ -132,7 +137,7 @@ def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it
                                hidden=8, length_reader=str(out)), home / "cache")
     assert (model_dir / "length_reader" / "heads.safetensors").exists()
     model = FastCRM.load(model_dir)
-    assert model.cfg.reader == FEATURES and model.reader is not None
+    assert model.cfg.reader == LENGTH.features and model.reader is not None
     import torch
 
     x = criteria_inputs(model, ["Keep it short.", "Avoid: jargon"], torch.zeros((2, 384)))
@@ -143,7 +148,7 @@ def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it
     new = "Answers for this test, as short as they can be."
     judge.encoder.encode([new])
     assert new in judge.model.reader._memo  # read from the criteria tower's own pass: no second pass
-    np.testing.assert_allclose(judge.model.reader.probs([new]), LengthReader.load(model_dir).probs([new]), atol=1e-4)
+    np.testing.assert_allclose(judge.model.reader.probs([new]), CriterionReader.load(model_dir).probs([new]), atol=1e-4)
     p = judge.judge_matrix(_criteria("Keep it short."), ["q"], ["A short reply."],
                            ["A much longer reply that goes on and on about many things in detail."])
     assert p.shape == (1,) and 0.0 < p[0] < 1.0
@@ -164,3 +169,88 @@ def _criteria(text: str):
     from usl.types import Criteria
 
     return Criteria(likes=(text,))
+
+
+# -- the domain reader -----------------------------------------------------------------------------
+
+STYLES = {
+    "domain_academy": ["Write like a professor.", "Scholarly, please.", "I am citing this in my thesis.",
+                       "Use academic terminology.", "Sound like a research paper.", "Formal and analytical."],
+    "domain_business": ["Write like a consultant.", "Focus on the bottom line.", "I pitch to investors on Monday.",
+                        "Corporate tone.", "Sound like a business report.", "Think about customers and costs."],
+    "domain_literature": ["Write like a poet.", "Vivid imagery, please.", "Tell it as a bedtime story.",
+                          "Use metaphors and rhyme.", "Sound like a novel.", "Lyrical and imaginative."],
+    "domain_plain": ["Just answer normally.", "Plain everyday words.", "No special style.",
+                     "Like a friend would say it.", "Simple and neutral.", "Unadorned, ordinary answers."],
+}
+
+
+def test_domain_wordings_are_read_by_style_and_length_sides_are_none_to_it(tmp_path):
+    f = tmp_path / "dom.json"
+    f.write_text(json.dumps(STYLES | {"concise": ["Be brief."], "neutral": ["Use bullet points."]}))
+    got = dict(read_wordings(f, "domain"))
+    assert got["Write like a poet."] == 3 and got["Just answer normally."] == 4 and got["Be brief."] == 0
+    assert dict(read_wordings(f, "length"))["Write like a poet."] == 0  # and the other way round
+    # a dislike names some other style than its family: left out of the domain reader's examples
+    frame = dict(in_reader_frame([("Avoid: poetic or flowery writing", 1), ("Scholarly, please.", 1),
+                                  ("Avoid: jargon", 0)], "domain"))
+    assert frame == {"Scholarly, please.": 1, "jargon": 0}
+    with pytest.raises(ValueError, match="reader kind 'tone'"):
+        ReaderConfig(kind="tone")
+
+
+def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_path):
+    import torch
+
+    from usl.crm.criterion_reader import DOMAIN
+    from usl.crm.fast_model import FastCRM, criteria_inputs
+    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.judges.fast import FastJudge
+
+    examples = in_reader_frame([(t, DOMAIN.sides[side]) for side, ts in STYLES.items() for t in ts]
+                               + [(t, 0) for t in SHORT + NEITHER], "domain")
+    reader, held = fit_reader(examples, ReaderConfig(kind="domain", epochs=40, heads=1, folds=2, lr=3e-3),
+                              crossfit=[t for t, _ in examples])
+    acc = direction_accuracy(reader, [(t, DOMAIN.sides[side]) for side, ts in STYLES.items() for t in ts])
+    assert set(acc) == {"academy", "business", "literature", "plain"} and min(acc.values()) >= 0.8, acc
+    out = tmp_path / "dreader"
+    reader.save(out)
+    write_readings(out / "heldout.json", held)
+    assert (out / "domain_reader" / "config.json").exists() and CriterionReader.load(out) is None
+    with pytest.raises(ValueError, match="a domain reader, not a length reader"):
+        (out / "length_reader").mkdir()
+        shutil.copy(out / "domain_reader" / "config.json", out / "length_reader" / "config.json")
+        shutil.copy(out / "domain_reader" / "heads.safetensors", out / "length_reader" / "heads.safetensors")
+        CriterionReader.load(out, "length")
+    shutil.rmtree(out / "length_reader")
+
+    home = tmp_path / "home"
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(row) + "\n" for row in domain_rows(STYLE_TOPICS[:8])))
+    model_dir = tmp_path / "model"
+    train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(model_dir), epochs=1, batch_size=16,
+                               hidden=8, domain_reader=str(out)), home / "cache")
+    model = FastCRM.load(model_dir)
+    assert model.cfg.domain == DOMAIN.features and model.domain_reader is not None and model.reader is None
+    assert model.style_prior.shape == (4, model.cfg.n_features)
+    x = criteria_inputs(model, ["Write like a poet.", "Use bullet points."], torch.zeros((2, 384)))
+    assert x.shape == (2, 384 + len(model.cfg.lexicon) + 4)
+    np.testing.assert_allclose(x[:, -4:].numpy(), reader.read(["Write like a poet.", "Use bullet points."]),
+                               atol=5e-3)
+    # the style prior is the reading times a learned direction per style: it moves with the reading
+    with torch.no_grad():
+        model.style_prior.copy_(torch.eye(4, model.cfg.n_features))
+        C = model.criteria_repr(x)
+    np.testing.assert_allclose(C["style"][:, :4].numpy(), x[:, -4:].numpy(), atol=1e-6)
+
+    judge = FastJudge(model_dir, home=str(home))
+    assert judge.model.domain_reader._tokens()[1] is judge.encoder.model  # one MiniLM in memory
+    p = judge.judge_matrix(_criteria("Write like a poet."), ["q"], ["Moonlight spills like silver wine."],
+                           ["The moon reflects sunlight."])
+    assert p.shape == (1,) and 0.0 < p[0] < 1.0
+    shutil.rmtree(model_dir / "domain_reader")
+    with pytest.raises(ValueError, match="domain_reader/ is missing"):
+        FastCRM.load(model_dir)
+    with pytest.raises(FileNotFoundError, match="no domain_reader"):
+        train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(tmp_path / "m2"), epochs=1,
+                                   batch_size=16, hidden=8, domain_reader=str(tmp_path)), home / "cache")

@@ -1,27 +1,33 @@
-"""Which way a criterion points on length: a small learned reader of criteria text.
+"""What a criterion asks for, read by small learned readers of criteria text: one for length, one for
+domain style.
 
-The length flip is the easiest contrast to score (one answer is longer) and the easiest to misread:
-"Penalize responses that include unnecessary elaboration", "If I wanted a long read I'd open a
+**Length.** The length flip is the easiest contrast to score (one answer is longer) and the easiest to
+misread: "Penalize responses that include unnecessary elaboration", "If I wanted a long read I'd open a
 book" or "Wordy responses should not go unpenalized" name length words whose sign depends on the
 sentence around them. The keyword reading (``criteria_lexicon``) handles the constructions it was
 written for; criteria worded by people who never saw it (``configs/length_wordings/probe_*``) showed
-it the way only about 70% of the time on its own, and the whole fast CRM about 85%.
+it the way only about 70% of the time on its own, and the whole fast CRM about 85%. The length reader
+says whether a criterion asks for neither, for shorter, or for longer answers.
 
-This reader learns the reading instead. Its input is what ``split_sign`` leaves of a criterion
-("Avoid: long answers" -> "long answers"), its output three probabilities: the criterion asks for
-neither, for shorter, or for longer answers. Frozen all-MiniLM-L6-v2 token states (the last and the
-third-to-last layer) go through a trained projection, attention pooling and a small MLP that also
-sees the keyword features, so it can tell when to trust them. A few heads with different seeds are
-averaged. Everything trained is about 1.4 MB (fp16). In the judge it takes its token states from the
-criteria tower's own MiniLM pass (``share_encoder``), so reading a criterion costs only the heads.
+**Domain style.** "I'll be citing this in my dissertation" or "We pitch to investors on Monday" ask
+for an academic or a business register without naming it. The domain reader says which of the four
+domain styles a criterion asks for (academy, business, literature, plain), or none. The fast CRM
+weighs each style's answer scores by these probabilities (``FastCRM``'s style prior).
 
-Training texts: the criteria library's training wordings (the length families labelled, the others
-as "neither"), plus wordings files written for it (``configs/length_wordings``). The fast CRM is
-trained on cross-fitted readings of the wordings (``fit_reader`` returns them), so it
-learns how far to trust the reader on wordings the reader has not seen, and reads the reader's
-direction in its length prior and as two criterion features.
+Both read what ``split_sign`` leaves of a criterion ("Avoid: long answers" -> "long answers").
+Frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go through a trained
+projection, attention pooling and a small MLP that also sees the keyword features, so it can tell
+when to trust them. A few heads with different seeds are averaged. Everything trained is about 1.4
+MB (fp16) a reader. In the judge a reader takes its token states from the criteria tower's own
+MiniLM pass (``share_encoder``), so reading a criterion costs only the heads.
 
-Files in a model directory (``length_reader/``): ``config.json`` and ``heads.safetensors``.
+Training texts: the criteria library's training wordings (the reader's families labelled, the others
+as "none"), plus wordings files written for it (``configs/length_wordings``,
+``configs/domain_wordings``). The fast CRM is trained on cross-fitted readings of the wordings
+(``fit_reader`` returns them), so it learns how far to trust a reader on wordings it has not seen.
+
+Files in a model directory (``length_reader/``, ``domain_reader/``): ``config.json`` and
+``heads.safetensors``.
 """
 
 from __future__ import annotations
@@ -36,15 +42,39 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-DIR = "length_reader"
-LABELS = ("neither", "short", "long")
-FEATURES = ("reader_short", "reader_long")  # what the fast CRM reads: P(short), P(long)
-_SIDES = {"concise": 1, "length_concise": 1, "short": 1, "detailed": 2, "length_detailed": 2, "long": 2,
-          "neutral": 0, "neither": 0}
+
+@dataclass(frozen=True)
+class Kind:
+    """One reader's classes: ``labels[0]`` is "none of mine"; the fast CRM reads P(labels[1:])."""
+    name: str
+    labels: tuple[str, ...]
+    sides: dict  # a wordings file's keys -> label index
+
+    @property
+    def dir(self) -> str:
+        return f"{self.name}_reader"
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        return tuple(f"reader_{label}" for label in self.labels[1:])
+
+
+_LENGTH_SIDES = {"concise": 1, "length_concise": 1, "short": 1, "detailed": 2, "length_detailed": 2, "long": 2}
+_DOMAIN_SIDES = {f"{p}{s}": i + 1 for i, s in enumerate(("academy", "business", "literature", "plain"))
+                 for p in ("", "domain_")}
+_NONE = {"neutral": 0, "neither": 0, "none": 0}
+KINDS = {
+    "length": Kind("length", ("neither", "short", "long"),
+                   _NONE | _LENGTH_SIDES | dict.fromkeys(_DOMAIN_SIDES, 0)),
+    "domain": Kind("domain", ("none", "academy", "business", "literature", "plain"),
+                   _NONE | _DOMAIN_SIDES | dict.fromkeys(_LENGTH_SIDES, 0)),
+}
+LENGTH, DOMAIN = KINDS["length"], KINDS["domain"]
 
 
 @dataclass(frozen=True)
 class ReaderConfig:
+    kind: str = "length"
     layers: tuple[int, ...] = (-1, -3)  # hidden states of the encoder that are read
     max_len: int = 64
     hidden: int = 256
@@ -56,6 +86,10 @@ class ReaderConfig:
     label_smoothing: float = 0.05
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"reader kind {self.kind!r}: expected one of {', '.join(KINDS)}")
+
 
 def _head(cfg: ReaderConfig, n_lexicon: int):
     import torch
@@ -66,7 +100,7 @@ def _head(cfg: ReaderConfig, n_lexicon: int):
             super().__init__()
             self.proj = nn.Linear(384 * len(cfg.layers), cfg.hidden)
             self.att = nn.Linear(cfg.hidden, 1)
-            self.out = nn.Sequential(nn.Linear(cfg.hidden + n_lexicon, 128), nn.GELU(), nn.Linear(128, len(LABELS)))
+            self.out = nn.Sequential(nn.Linear(cfg.hidden + n_lexicon, 128), nn.GELU(), nn.Linear(128, len(KINDS[cfg.kind].labels)))
 
         def forward(self, h, mask, lex):
             x = self.proj(h)
@@ -76,11 +110,13 @@ def _head(cfg: ReaderConfig, n_lexicon: int):
     return Head()
 
 
-class LengthReader:
-    """``read(texts) -> (n, 2)``: P(shorter), P(longer) for each criterion text (after ``split_sign``)."""
+class CriterionReader:
+    """``read(texts) -> (n, len(kind.labels) - 1)``: the probability of each of the kind's classes but
+    "none" for each criterion text (after ``split_sign``): P(shorter), P(longer) for length."""
 
     def __init__(self, cfg: ReaderConfig, heads: list):
         self.cfg = cfg
+        self.kind = KINDS[cfg.kind]
         self.heads = heads
         self._encoder = None
         self._memo: dict[str, np.ndarray] = {}
@@ -149,7 +185,8 @@ class LengthReader:
         return torch.cat(hs), torch.cat(ms), torch.from_numpy(lexicon_matrix(list(texts)))
 
     def probs(self, texts: Sequence[str]) -> np.ndarray:
-        """(n, 3): P(neither), P(shorter), P(longer), averaged over the heads."""
+        """(n, len(kind.labels)): each class's probability (P(neither), P(shorter), P(longer) for length),
+        averaged over the heads."""
         memo = self._memo  # read through one reference: another thread may replace it
         got = {t: memo[t] for t in dict.fromkeys(texts) if t in memo}
         todo = [t for t in dict.fromkeys(texts) if t not in got]
@@ -157,7 +194,7 @@ class LengthReader:
             got.update(zip(todo[i:i + 128], self._heads(*self.states(todo[i:i + 128]))))
         if todo:
             self._remember(todo, np.stack([got[t] for t in todo]))
-        return np.stack([got[t] for t in texts]) if texts else np.zeros((0, len(LABELS)), np.float32)
+        return np.stack([got[t] for t in texts]) if texts else np.zeros((0, len(self.kind.labels)), np.float32)
 
     def read(self, texts: Sequence[str]) -> np.ndarray:
         return self.probs(texts)[:, 1:]
@@ -166,7 +203,7 @@ class LengthReader:
     def save(self, out_dir: str | Path) -> None:
         from safetensors.torch import save_file
 
-        d = Path(out_dir) / DIR
+        d = Path(out_dir) / self.kind.dir
         d.mkdir(parents=True, exist_ok=True)
         state = {f"{i}.{k}": v.detach().half().contiguous() for i, hd in enumerate(self.heads)
                  for k, v in hd.state_dict().items()}
@@ -174,23 +211,26 @@ class LengthReader:
         (d / "config.json").write_text(json.dumps(asdict(self.cfg) | {"n_heads": len(self.heads)}, indent=2))
 
     @classmethod
-    def load(cls, model_dir: str | Path) -> LengthReader | None:
-        """The reader saved in ``model_dir/length_reader/``, or None if there is none."""
+    def load(cls, model_dir: str | Path, kind: str = "length") -> CriterionReader | None:
+        """The reader of ``kind`` saved in ``model_dir`` (``length_reader/``, ``domain_reader/``), or None
+        if there is none."""
         from safetensors.torch import load_file
 
         from usl.crm.criteria_lexicon import LEXICON_AXES
 
-        d = Path(model_dir) / DIR
+        d = Path(model_dir) / KINDS[kind].dir
         if not (d / "config.json").exists():
             return None
         try:
             raw = json.loads((d / "config.json").read_text())
             n = raw.pop("n_heads")
             raw["layers"] = tuple(raw["layers"])
-            cfg = ReaderConfig(**raw)
+            cfg = ReaderConfig(**raw)  # a reader saved before kinds existed is a length reader
+            if cfg.kind != kind:
+                raise ValueError(f"a {cfg.kind} reader, not a {kind} reader")
             state = load_file(d / "heads.safetensors")
         except Exception as e:  # a torn or foreign file: json, safetensors and dataclass errors alike
-            raise ValueError(f"{d}: not a length reader usl can read ({type(e).__name__}: {e}); retrain it with "
+            raise ValueError(f"{d}: not a {kind} reader usl can read ({type(e).__name__}: {e}); retrain it with "
                              "`usl train-reader`") from e
         heads = []
         for i in range(n):
@@ -206,69 +246,87 @@ class LengthReader:
 
 # -- training data -------------------------------------------------------------------------------
 
-def read_wordings(path: str | Path) -> list[tuple[str, int]]:
+def read_wordings(path: str | Path, kind: str = "length") -> list[tuple[str, int]]:
     """A wordings file: a JSON object whose keys name a side (``concise``/``detailed``, ``short``/``long``,
-    ``length_concise``/``length_detailed``, or ``neutral``) and whose values are lists of criteria.
-    Returns (criterion, label) with the label in the criterion's own frame (before ``split_sign``)."""
+    ``length_concise``/``length_detailed``; ``domain_academy``, ..., ``domain_plain`` or ``academy``, ...;
+    or ``neutral``) and whose values are lists of criteria. Returns (criterion, label) for a reader of
+    ``kind``, with the label in the criterion's own frame (before ``split_sign``): the other kind's sides
+    are "none" to it."""
     from usl.data.io import read_json
 
+    sides = KINDS[kind].sides
     got = read_json(path)
     if not isinstance(got, dict):
         raise ValueError(f"{path}: expected a JSON object of side -> list of criteria")
     out = []
     for side, texts in got.items():
-        if side not in _SIDES:
-            raise ValueError(f"{path}: field {side!r}: not a side ({', '.join(sorted(_SIDES))})")
+        if side not in sides:
+            raise ValueError(f"{path}: field {side!r}: not a side ({', '.join(sorted(sides))})")
         if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
             raise ValueError(f"{path}: field {side!r}: expected a list of non-empty strings")
-        out += [(t, _SIDES[side]) for t in texts]
+        out += [(t, sides[side]) for t in texts]
     return out
 
 
-def library_wordings(seed: int) -> list[tuple[str, int]]:
+def library_wordings(seed: int, kind: str = "length") -> list[tuple[str, int]]:
     """The criteria library's training wordings (``Library.split(seed)``, the split `usl data build-train
-    --seed` uses): the length families labelled, every other family as "neither". A wording of another
-    family that the keyword reading takes for a length wish ("get straight to the answer" in
+    --seed` uses): the reader's families labelled, every other family as "none". For length, a wording
+    of another family that the keyword reading takes for a length wish ("get straight to the answer" in
     ``direct_start``) is left out rather than labelled against itself."""
     from usl.crm.criteria_lexicon import LEXICON_AXES, lexicon_matrix
     from usl.crm.fast_model import split_sign
     from usl.data.criteria import load_library
 
     lib = load_library()
+    sides = KINDS[kind].sides
     short, long = LEXICON_AXES.index("short"), LEXICON_AXES.index("long")
     out = []
     for name in lib.families:
-        side = _SIDES.get(name, 0)
+        side = sides.get(name, 0)
         train = lib.split(name, seed=seed).train
-        if side == 0:
+        if side == 0 and kind == "length":
             lex = lexicon_matrix([split_sign(w)[0] for w in train])
             train = tuple(w for w, f in zip(train, lex) if not (f[short] or f[long]))
         out += [(w, side) for w in train]
     return out
 
 
-def in_reader_frame(examples: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
-    """(criterion, label) -> (what ``split_sign`` leaves, the label in that frame): "Avoid: long answers"
-    asks for shorter answers, and its text "long answers" is read as naming longer ones."""
+def library_held_out(seed: int) -> set[str]:
+    """Every family's held-out wordings in the library split of ``seed``: `usl data build-train` words the
+    evaluation pairs' criteria with them, so no reader may train on them, from whatever file they come."""
+    from usl.data.criteria import load_library
+
+    lib = load_library()
+    return {w for name in lib.families for w in lib.split(name, seed=seed).held_out}
+
+
+def in_reader_frame(examples: Sequence[tuple[str, int]], kind: str = "length") -> list[tuple[str, int]]:
+    """(criterion, label) -> (what ``split_sign`` leaves, the label in that frame). For length, "Avoid:
+    long answers" asks for shorter answers, and its text "long answers" is read as naming longer ones.
+    For domain style, a dislike names some other style ("Avoid: poetic or flowery writing" among the
+    academic wordings), which its label does not say: such examples are left out."""
     from usl.crm.fast_model import split_sign
 
     out: dict[str, int] = {}
     for text, label in examples:
         rest, sign = split_sign(text)
-        out[rest] = label if sign > 0 or label == 0 else 3 - label
+        if sign > 0 or label == 0:
+            out[rest] = label
+        elif kind == "length":
+            out[rest] = 3 - label
     return list(out.items())
 
 
 def fit_reader(examples: Sequence[tuple[str, int]], cfg: ReaderConfig, crossfit: Sequence[str] = ()
-               ) -> tuple[LengthReader, dict[str, np.ndarray]]:
+               ) -> tuple[CriterionReader, dict[str, np.ndarray]]:
     """Train the heads on (text, label) in the reader's frame. Texts in ``crossfit`` also get readings
-    from heads that did not see them (``folds`` folds, by text): (text -> (3,) probabilities)."""
+    from heads that did not see them (``folds`` folds, by text): (text -> probabilities)."""
     import torch
     from torch import nn
 
     from usl.crm.criteria_lexicon import LEXICON_AXES
 
-    reader = LengthReader(cfg, [])
+    reader = CriterionReader(cfg, [])
     texts = [t for t, _ in examples]
     y = torch.tensor([label for _, label in examples])
     h, m, lex = reader.states(texts, pad_to_max=True)
@@ -306,11 +364,11 @@ def fit_reader(examples: Sequence[tuple[str, int]], cfg: ReaderConfig, crossfit:
         fold = np.full(len(texts), -1)
         fold[cross] = rng.permutation(len(cross)) % cfg.folds
         for f in range(cfg.folds):
-            log.info("length reader: fold %d of %d", f + 1, cfg.folds)
+            log.info("%s reader: fold %d of %d", cfg.kind, f + 1, cfg.folds)
             out = np.flatnonzero(fold == f)
             p = predict(fit(np.flatnonzero(fold != f), f + 1), out)
             held.update((texts[i], v.astype(np.float32)) for i, v in zip(out, p))
-    log.info("length reader: full fit on %d texts", len(texts))
+    log.info("%s reader: full fit on %d texts", cfg.kind, len(texts))
     reader.heads = fit(np.arange(len(texts)), 0)
     return reader, held
 
@@ -319,30 +377,38 @@ def write_readings(path: str | Path, readings: dict[str, np.ndarray]) -> None:
     Path(path).write_text(json.dumps({t: [round(float(x), 5) for x in v] for t, v in readings.items()}))
 
 
-def read_readings(path: str | Path) -> dict[str, np.ndarray]:
-    """text -> (3,) probabilities, as ``write_readings`` wrote them; {} if the file does not exist."""
+def read_readings(path: str | Path, kind: str = "length") -> dict[str, np.ndarray]:
+    """text -> probabilities, as ``write_readings`` wrote them; {} if the file does not exist."""
     from usl.data.io import read_json
 
+    n = len(KINDS[kind].labels)
     if not Path(path).exists():
         return {}
     got = read_json(path)
-    if not isinstance(got, dict) or not all(isinstance(v, list) and len(v) == len(LABELS) for v in got.values()):
-        raise ValueError(f"{path}: expected an object of criterion text -> {len(LABELS)} probabilities")
+    if not isinstance(got, dict) or not all(isinstance(v, list) and len(v) == n for v in got.values()):
+        raise ValueError(f"{path}: expected an object of criterion text -> {n} probabilities")
     return {t: np.asarray(v, np.float32) for t, v in got.items()}
 
 
-def direction_accuracy(reader: LengthReader, examples: Sequence[tuple[str, int]]) -> dict[str, float]:
-    """How often the reader points a length criterion the right way, per side (criteria in their own
-    frame, as users write them)."""
+def direction_accuracy(reader: CriterionReader, examples: Sequence[tuple[str, int]]) -> dict[str, float]:
+    """How often the reader reads a criterion of one of its classes right, per class (criteria in their
+    own frame, as users write them). Length: the sign of P(longer) - P(shorter), turned by a dislike's
+    sign. Domain style: the most likely style, over likes only (a dislike names no one style)."""
     from usl.crm.fast_model import split_sign
 
     out = {}
-    for side, name in ((1, "concise"), (2, "detailed")):
-        items = [t for t, label in examples if label == side]
-        if not items:
-            continue
-        rest, sign = zip(*(split_sign(t) for t in items))
-        p = reader.read(list(rest))
-        d = (p[:, 1] - p[:, 0]) * np.asarray(sign)
-        out[name] = float(np.mean(d > 0 if side == 2 else d < 0))
+    if reader.kind.name == "length":
+        for side, name in ((1, "concise"), (2, "detailed")):
+            items = [t for t, label in examples if label == side]
+            if not items:
+                continue
+            rest, sign = zip(*(split_sign(t) for t in items))
+            p = reader.read(list(rest))
+            d = (p[:, 1] - p[:, 0]) * np.asarray(sign)
+            out[name] = float(np.mean(d > 0 if side == 2 else d < 0))
+        return out
+    for side, name in enumerate(reader.kind.labels[1:], start=1):
+        items = [r for r, s in (split_sign(t) for t, label in examples if label == side) if s > 0]
+        if items:
+            out[name] = float(np.mean(reader.read(items).argmax(-1) + 1 == side))
     return out
