@@ -166,13 +166,14 @@ def test_judge_choice_is_part_of_the_shared_url(browser):
         wait_for_view(pg, "custom")
         assert "judge=length" in pg.url and "benchmark=tiny" in pg.url       # filled in from the board
         assert pg.is_visible("#judge-select") and not pg.is_visible("#benchmark-select")
-        seq = pg.get_attribute("#leaderboard", "data-render-seq")
+        pg.evaluate("() => { window.beforeJudgeChange = true; }")
         pg.select_option("#judge-select", "random")
         pg.wait_for_url(re.compile(r"judge=random"))
-        # the table already shows a custom board: wait for the next render, not for the view
-        pg.wait_for_function("s => document.querySelector('#leaderboard').dataset.renderSeq !== s", arg=seq,
+        # another judge reloads the page, whose render counter starts again (it may reach the old
+        # page's count): wait for a custom board rendered by the new document
+        pg.wait_for_function("() => !window.beforeJudgeChange && "
+                             "document.querySelector('#leaderboard[data-view=custom][data-render-seq]')",
                              timeout=15000)
-        wait_for_view(pg, "custom")
         assert pg.input_value("#likes") == "Brevity"
         assert [s.judge for s in svc.rank_calls if s.criteria.likes == ("Brevity",)] == ["length", "random"]
         pg.close()
