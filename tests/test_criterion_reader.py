@@ -254,3 +254,34 @@ def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_
     with pytest.raises(FileNotFoundError, match="no domain_reader"):
         train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(tmp_path / "m2"), epochs=1,
                                    batch_size=16, hidden=8, domain_reader=str(tmp_path)), home / "cache")
+
+
+def test_a_family_held_out_of_the_training_data_is_held_out_of_the_reader_too(tmp_path):
+    from usl.crm.criterion_reader import library_wordings
+    from usl.crm.fast_train import _check_library_seed
+
+    full = library_wordings(0, "domain")
+    held = library_wordings(0, "domain", ["domain_literature"])
+    assert any(label == 3 for _, label in full) and not any(label == 3 for _, label in held)
+    assert {t for t, _ in held} < {t for t, _ in full}
+    # the fast CRM refuses a reader that read a family its training data holds out whole
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.json").write_text(json.dumps({"seed": 0, "config": {"holdout_family": "domain_literature"}}))
+    reader = tmp_path / "reader"
+    reader.mkdir()
+    (reader / "training.json").write_text(json.dumps({"library_seed": 0, "holdout_family": []}))
+    with pytest.raises(ValueError, match="holds out whole.*--holdout-family domain_literature"):
+        _check_library_seed(str(reader), [str(data / "train.jsonl")])
+    (reader / "training.json").write_text(json.dumps({"library_seed": 0, "holdout_family": ["domain_literature"]}))
+    _check_library_seed(str(reader), [str(data / "train.jsonl")])
+
+
+def test_train_reader_names_an_unknown_held_out_family(tmp_path):
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+
+    r = CliRunner().invoke(app, ["train-reader", "--out", str(tmp_path / "r"), "--kind", "domain",
+                                 "--holdout-family", "domain_poetry"])
+    assert r.exit_code != 0 and "domain_poetry" in r.output and not (tmp_path / "r").exists()

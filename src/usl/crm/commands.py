@@ -201,6 +201,10 @@ def train_reader_command(
                                        "accuracy per side is reported; repeatable."),
         library_seed: int = typer.Option(0, help="Seed of the criteria library's train/held-out split (the --seed "
                                          "of `usl data build-train`): only its training wordings are read."),
+        holdout_family: List[str] = typer.Option([], "--holdout-family", help="A criteria family to leave out "
+                                                 "whole (the --holdout-family of `usl data build-train`): its "
+                                                 "library wordings and its side of every wordings file; "
+                                                 "repeatable."),
         epochs: int = typer.Option(20, help="Epochs per head."),
         heads: int = typer.Option(3, help="Heads averaged, one seed each."),
         folds: int = typer.Option(5, help="Cross-fitting folds for the library's wordings."),
@@ -229,8 +233,15 @@ def train_reader_command(
     with user_errors():
         t0 = time.time()
         cfg = ReaderConfig(kind=kind, epochs=epochs, heads=heads, folds=folds, seed=seed)
-        lib = library_wordings(library_seed, kind)
-        extra = [x for f in wordings for x in read_wordings(f, kind)]
+        from usl.data.criteria import load_library
+
+        unknown = sorted(set(holdout_family) - set(load_library().families))
+        if unknown:
+            raise ValueError(f"--holdout-family {unknown[0]!r}: not a criteria family of the library")
+        lib = library_wordings(library_seed, kind, holdout_family)
+        # a held-out family's side of a wordings file goes too ("concise" is length_concise's side)
+        gone = {KINDS[kind].sides[f] for f in holdout_family if KINDS[kind].sides.get(f)}
+        extra = [x for f in wordings for x in read_wordings(f, kind) if x[1] not in gone]
         tests = {f: read_wordings(f, kind) for f in test}
         # a test wording is never trained on, even where a training file has it in another form: the
         # reader reads what split_sign leaves ("Please, no walls of text." and "Avoid: walls of text")
@@ -257,5 +268,6 @@ def train_reader_command(
                   "test": {f: direction_accuracy(reader, ex) for f, ex in tests.items()},
                   "seconds": round(time.time() - t0, 1)}
         (o / "training.json").write_text(json.dumps(report | {"wordings": list(wordings), "library_seed": library_seed,
+                                                              "holdout_family": list(holdout_family),
                                                               "config": cfg.__dict__}, indent=2, default=list))
         typer.echo(json.dumps(report))

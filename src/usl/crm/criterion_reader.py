@@ -268,11 +268,12 @@ def read_wordings(path: str | Path, kind: str = "length") -> list[tuple[str, int
     return out
 
 
-def library_wordings(seed: int, kind: str = "length") -> list[tuple[str, int]]:
+def library_wordings(seed: int, kind: str = "length", holdout: Sequence[str] = ()) -> list[tuple[str, int]]:
     """The criteria library's training wordings (``Library.split(seed)``, the split `usl data build-train
     --seed` uses): the reader's families labelled, every other family as "none". For length, a wording
     of another family that the keyword reading takes for a length wish ("get straight to the answer" in
-    ``direct_start``) is left out rather than labelled against itself."""
+    ``direct_start``) is left out rather than labelled against itself. Families in ``holdout`` are left
+    out whole."""
     from usl.crm.criteria_lexicon import LEXICON_AXES, lexicon_matrix
     from usl.crm.fast_model import split_sign
     from usl.data.criteria import load_library
@@ -282,6 +283,8 @@ def library_wordings(seed: int, kind: str = "length") -> list[tuple[str, int]]:
     short, long = LEXICON_AXES.index("short"), LEXICON_AXES.index("long")
     out = []
     for name in lib.families:
+        if name in holdout:
+            continue
         side = sides.get(name, 0)
         train = lib.split(name, seed=seed).train
         if side == 0 and kind == "length":

@@ -176,18 +176,25 @@ def _reader(kind: Kind, reader_dir: str, train_files: list[str]) -> tuple[Criter
 
 def _check_library_seed(reader_dir: str, train_files: list[str]) -> None:
     """A reader trained on one split of the criteria library would have read the wordings another split
-    holds out for evaluation: refuse a reader whose library seed differs from the training data's."""
+    holds out for evaluation: refuse a reader whose library seed differs from the training data's, and
+    one that read a criteria family the training data holds out whole (``--holdout-family``)."""
     from usl.data.io import read_json
 
     info = Path(reader_dir) / "training.json"
-    seed = read_json(info).get("library_seed") if info.exists() else None
+    got = read_json(info) if info.exists() else {}
+    seed = got.get("library_seed")
     for f in train_files:
         manifest = Path(f).parent / "manifest.json"
-        data_seed = read_json(manifest).get("seed") if manifest.exists() else None
+        data = read_json(manifest) if manifest.exists() else {}
+        data_seed = data.get("seed")
         if seed is not None and data_seed is not None and seed != data_seed:
             raise ValueError(f"{info}: the reader read the criteria library split with seed {seed}, and "
                              f"{manifest} was built with seed {data_seed}: retrain the reader with "
                              f"`usl train-reader --library-seed {data_seed}`")
+        family = (data.get("config") or {}).get("holdout_family")
+        if info.exists() and family and family not in got.get("holdout_family", []):
+            raise ValueError(f"{info}: the reader read the wordings of {family}, which {manifest} holds out "
+                             f"whole: retrain the reader with `usl train-reader --holdout-family {family}`")
 
 
 def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[str, int],
