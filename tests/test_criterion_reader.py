@@ -129,12 +129,7 @@ def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it
     assert report["library_wordings"] > 100 and "Be brief." in held  # every training wording, cross-fitted
     assert "Keep it short." not in held and "Just answer normally." not in held
 
-    home = tmp_path / "home"
-    train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps(row) + "\n" for row in domain_rows(STYLE_TOPICS[:8])))
-    model_dir = tmp_path / "model"
-    train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(model_dir), epochs=1, batch_size=16,
-                               hidden=8, length_reader=str(out)), home / "cache")
+    home, train, model_dir = _tiny_crm(tmp_path, length_reader=str(out))
     assert (model_dir / "length_reader" / "heads.safetensors").exists()
     model = FastCRM.load(model_dir)
     assert model.cfg.reader == LENGTH.features and model.reader is not None
@@ -163,6 +158,17 @@ def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it
     with pytest.raises(FileNotFoundError, match="no length_reader"):
         train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(tmp_path / "m2"), epochs=1,
                                    batch_size=16, hidden=8, length_reader=str(tmp_path)), home / "cache")
+
+
+def _tiny_crm(tmp_path: Path, **readers: str) -> tuple[Path, Path, Path]:
+    """A fast CRM trained for one epoch on toy domain pairs with the given readers: (home, train file, model)."""
+    from usl.crm.fast_train import FastTrainConfig, train_fast
+
+    home, train, model_dir = tmp_path / "home", tmp_path / "train.jsonl", tmp_path / "model"
+    train.write_text("".join(json.dumps(row) + "\n" for row in domain_rows(STYLE_TOPICS[:8])))
+    train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(model_dir), epochs=1, batch_size=16,
+                               hidden=8, **readers), home / "cache")
+    return home, train, model_dir
 
 
 def _criteria(text: str):
@@ -224,12 +230,7 @@ def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_
         CriterionReader.load(out, "length")
     shutil.rmtree(out / "length_reader")
 
-    home = tmp_path / "home"
-    train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps(row) + "\n" for row in domain_rows(STYLE_TOPICS[:8])))
-    model_dir = tmp_path / "model"
-    train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(model_dir), epochs=1, batch_size=16,
-                               hidden=8, domain_reader=str(out)), home / "cache")
+    home, train, model_dir = _tiny_crm(tmp_path, domain_reader=str(out))
     model = FastCRM.load(model_dir)
     assert model.cfg.domain == DOMAIN.features and model.domain_reader is not None and model.reader is None
     assert model.style_prior.shape == (4, model.cfg.n_features)
