@@ -241,8 +241,9 @@ def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_
     # the style prior is the reading times a learned direction per style: it moves with the reading
     with torch.no_grad():
         model.style_prior.copy_(torch.eye(4, model.cfg.n_features))
-        C = model.criteria_repr(x)
-    np.testing.assert_allclose(C["style"][:, :4].numpy(), x[:, -4:].numpy(), atol=1e-6)
+        style = model.criteria_repr(x)["g"] - model.crit_feat(x)
+    np.testing.assert_allclose(style[:, :4].numpy(), x[:, -4:].numpy(), atol=1e-6)
+    np.testing.assert_allclose(style[:, 4:].numpy(), 0.0, atol=1e-6)
 
     judge = FastJudge(model_dir, home=str(home))
     assert judge.model.domain_reader._tokens()[1] is judge.encoder.model  # one MiniLM in memory
@@ -259,7 +260,7 @@ def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_
 
 def test_a_family_held_out_of_the_training_data_is_held_out_of_the_reader_too(tmp_path):
     from usl.crm.criterion_reader import library_wordings
-    from usl.crm.fast_train import _check_library_seed
+    from usl.crm.fast_train import _check_reader_split
 
     full = library_wordings(0, "domain")
     held = library_wordings(0, "domain", ["domain_literature"])
@@ -273,9 +274,9 @@ def test_a_family_held_out_of_the_training_data_is_held_out_of_the_reader_too(tm
     reader.mkdir()
     (reader / "training.json").write_text(json.dumps({"library_seed": 0, "holdout_family": []}))
     with pytest.raises(ValueError, match="holds out whole.*--holdout-family domain_literature"):
-        _check_library_seed(str(reader), [str(data / "train.jsonl")])
+        _check_reader_split(str(reader), [str(data / "train.jsonl")])
     (reader / "training.json").write_text(json.dumps({"library_seed": 0, "holdout_family": ["domain_literature"]}))
-    _check_library_seed(str(reader), [str(data / "train.jsonl")])
+    _check_reader_split(str(reader), [str(data / "train.jsonl")])
 
 
 def test_train_reader_names_an_unknown_held_out_family(tmp_path):

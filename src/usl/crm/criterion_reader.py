@@ -281,6 +281,9 @@ def library_wordings(seed: int, kind: str = "length", holdout: Sequence[str] = (
     lib = load_library()
     sides = KINDS[kind].sides
     short, long = LEXICON_AXES.index("short"), LEXICON_AXES.index("long")
+    unknown = sorted(set(holdout) - set(lib.families))
+    if unknown:
+        raise ValueError(f"held-out family {unknown[0]!r}: not a criteria family of the library")
     out = []
     for name in lib.families:
         if name in holdout:

@@ -110,6 +110,11 @@ class FastCRM(nn.Module):
         if cfg.domain:
             self.style_prior = nn.Parameter(torch.zeros(len(cfg.domain), F))
 
+    @property
+    def readers(self) -> tuple[CriterionReader, ...]:
+        """The criterion readers the model has (length, then domain style)."""
+        return tuple(r for r in (self.reader, self.domain_reader) if r is not None)
+
     # -- answers -----------------------------------------------------------------------------------
     def answer_repr(self, r: torch.Tensor, feats: torch.Tensor, cos_q: torch.Tensor) -> dict[str, torch.Tensor]:
         """r (N, d), feats (N, F) raw, cos_q (N,) -> the criteria-independent part, cacheable."""
@@ -130,10 +135,9 @@ class FastCRM(nn.Module):
             x = torch.cat([e, x[:, self.cfg.dim:]], -1)
         at = self.cfg.dim + len(self.cfg.lexicon)
         lex = x[:, self.cfg.dim:at]
-        out = {}
-        if self.cfg.domain:
-            dom = x[:, at + len(self.cfg.reader):]
-            out["style"] = dom @ self.style_prior  # (k, F)
+        g = self.crit_feat(x)
+        if self.cfg.domain:  # the style prior: P(style) @ W weighs the answer features like G(c) does
+            g = g + x[:, at + len(self.cfg.reader):] @ self.style_prior
         if self.cfg.reader:
             rd = x[:, at:at + len(self.cfg.reader)]
             length = rd[:, 1] - rd[:, 0]
@@ -141,13 +145,12 @@ class FastCRM(nn.Module):
             length = lex[:, self._lex_long] - lex[:, self._lex_short]
         else:
             length = torch.zeros(x.shape[0], dtype=x.dtype)
-        return out | {"e": e, "u": self.crit_sem(x), "g": self.crit_feat(x), "len": length}
+        return {"e": e, "u": self.crit_sem(x), "g": g, "len": length}
 
     def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
         prior = nn.functional.softplus(self.gamma) * C["len"][:, None] * A["f"][None, :, self._f_len]
-        g = C["g"] + C["style"] if "style" in C else C["g"]
-        return C["u"] @ A["z"].T + g @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior
+        return C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior
 
     # -- pairs (training and judging) --------------------------------------------------------------
     def pair_logits(self, C: dict, A: dict, a_idx: torch.Tensor, b_idx: torch.Tensor,
@@ -161,8 +164,7 @@ class FastCRM(nn.Module):
         quality head and its weight): they train only how criteria read the answers. The logits
         themselves do not depend on it.
         """
-        g = C["g"] + C["style"] if "style" in C else C["g"]
-        u, g, e = C["u"][crit_idx], g[crit_idx], C["e"][crit_idx]
+        u, g, e = C["u"][crit_idx], C["g"][crit_idx], C["e"][crit_idx]
         pa, pb = a_idx[crit_pair], b_idx[crit_pair]
         dz = A["z"][pa] - A["z"][pb]
         if held is not None:
@@ -189,9 +191,8 @@ class FastCRM(nn.Module):
         (out / "config.json").write_text(json.dumps(cfg | {"extra": extra or {}}, indent=2))
         if self.register is not None:
             self.register.save(out)
-        for r in (self.reader, self.domain_reader):
-            if r is not None:
-                r.save(out)
+        for r in self.readers:
+            r.save(out)
 
     @classmethod
     def load(cls, path: str | Path) -> FastCRM:
@@ -237,9 +238,7 @@ def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
     text -> probabilities) stand in for a reader where given: the cross-fitted readings of its own
     training texts."""
     parts = [embeddings, torch.from_numpy(lexicon_matrix(texts))]
-    for reader in (model.reader, model.domain_reader):
-        if reader is None:
-            continue
+    for reader in model.readers:
         known = (readings or {}).get(reader.kind.name, {})
         todo = [t for t in texts if t not in known]
         fresh = dict(zip(todo, reader.probs(todo))) if todo else {}

@@ -169,12 +169,12 @@ def _reader(kind: Kind, reader_dir: str, train_files: list[str]) -> tuple[Criter
     if reader is None:
         raise FileNotFoundError(f"{reader_dir}: no {kind.dir}/ (write one with `usl train-reader --kind {kind.name}`)")
     readings = read_readings(Path(reader_dir) / "heldout.json", kind.name)
-    _check_library_seed(reader_dir, train_files)
+    _check_reader_split(reader_dir, train_files)
     log.info("%s reader: %s (%d cross-fitted readings)", kind.name, reader_dir, len(readings))
     return reader, readings
 
 
-def _check_library_seed(reader_dir: str, train_files: list[str]) -> None:
+def _check_reader_split(reader_dir: str, train_files: list[str]) -> None:
     """A reader trained on one split of the criteria library would have read the wordings another split
     holds out for evaluation: refuse a reader whose library seed differs from the training data's, and
     one that read a criteria family the training data holds out whole (``--holdout-family``)."""
@@ -323,6 +323,12 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     distill = [s for f in cfg.distill for s in _read_distill(f)]
     log.info("fast CRM: %d train, %d dev, %d distillation samples", len(train), len(dev), len(distill))
     t0 = time.time()
+    # the readers first: a missing or mismatched one fails before minutes of encoding
+    readers: dict[str, CriterionReader | None] = {"length": None, "domain": None}
+    readings: dict[str, dict[str, np.ndarray]] = {}
+    for kind, where in ((LENGTH, cfg.length_reader), (DOMAIN, cfg.domain_reader)):
+        if where:
+            readers[kind.name], readings[kind.name] = _reader(kind, where, cfg.train)
 
     static = StaticEmbedder(cache_dir / "static")
     answers = list(dict.fromkeys(x for s in train for x in judged_texts(s.prompt, s.model_a, s.model_b)[1:]))
@@ -336,11 +342,6 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     tr, dv = _encode(train + distill, bank, crit_index, len(distill)), _encode(dev, bank, crit_index)
     log.info("encoded %d answers, %d criteria in %.0f s", len(bank), len(crit_texts), time.time() - t0)
 
-    readers: dict[str, CriterionReader | None] = {"length": None, "domain": None}
-    readings: dict[str, dict[str, np.ndarray]] = {}
-    for kind, where in ((LENGTH, cfg.length_reader), (DOMAIN, cfg.domain_reader)):
-        if where:
-            readers[kind.name], readings[kind.name] = _reader(kind, where, cfg.train)
     names = bank.feature_names
     model = FastCRM(FastCRMConfig(hidden=cfg.hidden, n_features=len(names), features=names,
                                   reader=LENGTH.features if readers["length"] else (),

@@ -70,9 +70,8 @@ class FastJudge:
         self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register)
         adapter = self.weights / ADAPTER_DIR
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
-        for reader in (self.model.reader, self.model.domain_reader):
-            if reader is not None and not adapter.exists():  # the same frozen MiniLM: one copy
-                reader.share_encoder(self.encoder)
+        for reader in self.model.readers if not adapter.exists() else ():  # the same frozen MiniLM: one copy
+            reader.share_encoder(self.encoder)
         self._answer_repr: dict | None = None
         self._repr_rows = 0
 
@@ -101,9 +100,8 @@ class FastJudge:
         self.bank.preload(queries, answers, progress)
         self._answers()
         self.encoder.encode(["warm-up"])  # first real request should not pay for lazy init
-        for reader in (self.model.reader, self.model.domain_reader):
-            if reader is not None:
-                reader.read(["warm-up"])
+        for reader in self.model.readers:
+            reader.read(["warm-up"])
 
     def criterion_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
                          baseline_answers: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
