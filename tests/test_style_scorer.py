@@ -14,6 +14,7 @@ from crm_fixtures import STYLE_TOPICS, domain_rows, styled_groups
 from usl.crm.style_scorer import (
     StyleScorer,
     StyleScorerConfig,
+    combine_dirs,
     fit_style,
     read_table,
     reading_prefix,
@@ -97,6 +98,54 @@ def test_style_scorer_round_trips_looks_up_known_answers_and_caches_the_rest(fit
     scorer.known = {}
     scorer.save(tmp_path)  # no table now: the old one, another model's scores, must not stay behind
     assert not (tmp_path / "style_scorer" / "known.npz").exists()
+
+
+def test_scorers_of_two_seeds_combine_into_one_whose_scores_are_their_mean(fitted, base, tmp_path):
+    from dataclasses import replace
+
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+
+    texts = ["The literature suggests further research.", "Revenue growth for customers.", "Plain words."]
+    one, held_one = fitted
+    two, held_two = fit_style(styled_groups(TOPICS), replace(CFG, seed=1, epochs=4), base_path=base, device="cpu")
+    for d, sc, held, known in ((tmp_path / "s0", one, held_one, [1.0, 3.0]), (tmp_path / "s1", two, held_two, [3.0, 5.0])):
+        sc.known = {text_key(texts[0]): np.array(known, np.float32), text_key(d.name): np.zeros(2, np.float32)}
+        sc.save(d)
+        write_table(d / "heldout.npz", {text_key(t): s for t, s in held.items()})
+    a, b = (StyleScorer.load(tmp_path / n, base_path=base) for n in ("s0", "s1"))
+    want = (a.compute(texts) + b.compute(texts)) / 2
+    assert not np.allclose(a.compute(texts), b.compute(texts), atol=1e-3)  # two seeds: two scorers
+
+    r = CliRunner().invoke(app, ["train-style", "--combine", str(tmp_path / "s0"), "--combine", str(tmp_path / "s1"),
+                                 "--out", str(tmp_path / "both")])
+    assert r.exit_code == 0, r.output
+    both = StyleScorer.load(tmp_path / "both", base_path=base)
+    assert both.cfg.members == 2 and both.fingerprint not in (a.fingerprint, b.fingerprint)
+    np.testing.assert_allclose(both.compute(texts), want, atol=1e-5)
+    # tables: the mean where every member scored the answer; an answer one member lacks is left to compute
+    assert set(both.known) == {text_key(texts[0])}
+    np.testing.assert_allclose(both.known[text_key(texts[0])], [2.0, 4.0])
+    held = read_table(tmp_path / "both" / "heldout.npz", 2)
+    t = next(iter(held_one))
+    np.testing.assert_allclose(held[text_key(t)], (held_one[t] + held_two[t]) / 2, atol=1e-6)
+    assert not (tmp_path / "both" / "scores.npz").exists()  # the members had none
+
+    three = combine_dirs([tmp_path / "both", tmp_path / "s0"], tmp_path / "three")  # an ensemble joins like a member
+    assert three.cfg.members == 3
+    np.testing.assert_allclose(StyleScorer.load(tmp_path / "three", base_path=base).compute(texts),
+                               (2 * want + a.compute(texts)) / 3, atol=1e-5)
+
+    wider = replace(CFG, labels=LABELS + ("domain_plain",))
+    StyleScorer(wider, one.state).save(tmp_path / "wide")
+    with pytest.raises(ValueError, match="wide.*labels"):
+        combine_dirs([tmp_path / "s0", tmp_path / "wide"], tmp_path / "x")
+    r = CliRunner().invoke(app, ["train-style", "--combine", str(tmp_path / "s0"), "--combine", str(tmp_path / "s1"),
+                                 "--train", "t.jsonl", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "--combine" in r.output
+    r = CliRunner().invoke(app, ["train-style", "--combine", str(tmp_path / "s0"), "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "two directories" in r.output
 
 
 def test_a_bad_style_scorer_file_is_named(fitted, tmp_path):

@@ -120,7 +120,7 @@ def _texts_file(path: str) -> tuple[list[bytes], list[str]]:
 
 
 def train_style_command(
-        train: List[str] = typer.Option(..., "--train", help="Paper-format JSONL (repeatable): the winners of pairs "
+        train: List[str] = typer.Option([], "--train", help="Paper-format JSONL (repeatable): the winners of pairs "
                                         "whose criteria family starts with --prefix are the styled answers."),
         out: str = typer.Option("artifacts/style-scorer", "--out", help="Output directory."),
         prefix: str = typer.Option("domain_", help="Criteria families that name an answer's style."),
@@ -137,15 +137,17 @@ def train_style_command(
         epochs: int = typer.Option(8, help="Epochs."),
         max_len: int = typer.Option(256, help="Tokens of an answer that are read."),
         folds: int = typer.Option(5, help="Cross-fitting folds."),
-        seed: int = typer.Option(0, help="Seed.")) -> None:
+        seed: int = typer.Option(0, help="Seed."),
+        combine: List[str] = typer.Option([], "--combine", help="Instead of training: a directory written by "
+                                          "`usl train-style` (repeatable, two or more, each fitted with another "
+                                          "--seed); OUT gets one scorer whose scores are their mean.")) -> None:
     """Fine-tune the style scorer (MiniLM + LoRA) whose scores the fast CRM reads; a GPU makes it minutes.
 
     Writes OUT/style_scorer/ (what `usl train-fast --style-scorer OUT` ships with the CRM),
-    OUT/heldout.npz (cross-fitted scores of the styled training answers) and OUT/scores.npz."""
+    OUT/heldout.npz (cross-fitted scores of the styled training answers) and OUT/scores.npz.
+    With --combine, joins scorers already fitted (an ensemble over seeds) and trains nothing."""
     import time
     from pathlib import Path
-
-    import torch
 
     from usl.crm.style_scorer import StyleScorerConfig, fit_style, text_key, write_table
 
@@ -154,6 +156,19 @@ def train_style_command(
         from usl.data.paper_jsonl import read_samples
 
         t0 = time.time()
+        if combine:
+            if train or known or score:
+                raise ValueError("--combine joins fitted scorers: it takes no --train, --known or --score")
+            from usl.crm.style_scorer import combine_dirs
+
+            scorer = combine_dirs(combine, out)
+            report = {"out": out, "labels": list(scorer.cfg.labels), "members": scorer.cfg.members,
+                      "known": len(scorer.known), "seconds": round(time.time() - t0, 1)}
+            (Path(out) / "training.json").write_text(json.dumps(report | {"combine": list(combine)}, indent=2))
+            typer.echo(json.dumps(report))
+            return
+        if not train:
+            raise ValueError("usl train-style needs --train (or --combine)")
         samples = [s for f in train for s in read_samples(f)]
         groups = styled_answer_groups(samples, prefix)
         if not groups:
@@ -169,6 +184,8 @@ def train_style_command(
         cfg = StyleScorerConfig(labels=tuple(sorted({label for g in groups for label in g})), lora_r=lora_r, lr=lr,
                                 epochs=epochs, max_len=max_len, folds=folds, seed=seed)
         scorer, held = fit_style(groups, cfg, base_path=base)
+        import torch
+
         device = "cuda" if torch.cuda.is_available() else "cpu"
         tables = {}
         for name, (keys, texts) in sets.items():
