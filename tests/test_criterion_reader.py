@@ -191,6 +191,20 @@ STYLES = {
 }
 
 
+def _domain_reader(tmp_path: Path) -> tuple[CriterionReader, Path]:
+    """A domain reader fitted on the toy wordings above, saved with its cross-fitted readings."""
+    from usl.crm.criterion_reader import DOMAIN
+
+    examples = in_reader_frame([(t, DOMAIN.sides[side]) for side, ts in STYLES.items() for t in ts]
+                               + [(t, 0) for t in SHORT + NEITHER], "domain")
+    reader, held = fit_reader(examples, ReaderConfig(kind="domain", epochs=40, heads=1, folds=2, lr=3e-3),
+                              crossfit=[t for t, _ in examples])
+    out = tmp_path / "dreader"
+    reader.save(out)
+    write_readings(out / "heldout.json", held)
+    return reader, out
+
+
 def test_domain_wordings_are_read_by_style_and_length_sides_are_none_to_it(tmp_path):
     f = tmp_path / "dom.json"
     f.write_text(json.dumps(STYLES | {"concise": ["Be brief."], "neutral": ["Use bullet points."]}))
@@ -213,15 +227,9 @@ def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_
     from usl.crm.fast_train import FastTrainConfig, train_fast
     from usl.judges.fast import FastJudge
 
-    examples = in_reader_frame([(t, DOMAIN.sides[side]) for side, ts in STYLES.items() for t in ts]
-                               + [(t, 0) for t in SHORT + NEITHER], "domain")
-    reader, held = fit_reader(examples, ReaderConfig(kind="domain", epochs=40, heads=1, folds=2, lr=3e-3),
-                              crossfit=[t for t, _ in examples])
+    reader, out = _domain_reader(tmp_path)
     acc = direction_accuracy(reader, [(t, DOMAIN.sides[side]) for side, ts in STYLES.items() for t in ts])
     assert set(acc) == {"academy", "business", "literature", "plain"} and min(acc.values()) >= 0.8, acc
-    out = tmp_path / "dreader"
-    reader.save(out)
-    write_readings(out / "heldout.json", held)
     assert (out / "domain_reader" / "config.json").exists() and CriterionReader.load(out) is None
     with pytest.raises(ValueError, match="a domain reader, not a length reader"):
         (out / "length_reader").mkdir()
@@ -256,6 +264,97 @@ def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_
     with pytest.raises(FileNotFoundError, match="no domain_reader"):
         train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(tmp_path / "m2"), epochs=1,
                                    batch_size=16, hidden=8, domain_reader=str(tmp_path)), home / "cache")
+
+
+def test_the_style_score_prior_favours_the_answer_scored_higher_in_the_style_the_criterion_is_read_as():
+    from types import SimpleNamespace
+
+    import torch
+
+    from usl.crm.criterion_reader import DOMAIN
+    from usl.crm.fast_model import FastCRM, FastCRMConfig
+    from usl.crm.fast_train import _score_prior
+    from usl.crm.features import FEATURES
+
+    styles = ("academy", "business", "literature", "plain")
+    names = FEATURES + tuple(f"register_domain_{s}" for s in styles) + tuple(f"style_domain_{s}" for s in styles)
+    assert _score_prior(names) == names[-4:]  # the style scorer's scores where the answers have them
+    assert _score_prior(names[:-4]) == names[-8:-4]  # else the register scorer's
+    assert _score_prior(names[:-1]) == names[-8:-4] and _score_prior(FEATURES) == ()
+
+    cfg = FastCRMConfig(n_features=len(names), features=names, domain=DOMAIN.features, score_prior=names[-4:])
+    model = FastCRM(cfg, register=SimpleNamespace(names=names[len(FEATURES):]), domain_reader=SimpleNamespace()).eval()
+    x = torch.zeros((2, cfg.dim + len(cfg.lexicon) + 4))
+    x[0, -4:] = torch.tensor([0.0, 0.0, 0.9, 0.1])  # read as literature; the second criterion as no style
+    with torch.no_grad():
+        model.delta.fill_(1.0)
+        prior = model.criteria_repr(x)["g"] - model.crit_feat(x)  # the style prior W is still zero
+    w = float(torch.nn.functional.softplus(torch.tensor(1.0)))
+    want = np.zeros((2, len(names)), np.float32)
+    want[0, names.index("style_domain_literature")] = 0.9 * w
+    want[0, names.index("style_domain_plain")] = 0.1 * w
+    np.testing.assert_allclose(prior.numpy(), want, atol=1e-6)
+    model.cfg.score_boost = 3.0  # the factor --tune-wordings chooses scales the prior
+    with torch.no_grad():
+        boosted = model.criteria_repr(x)["g"] - model.crit_feat(x)
+    np.testing.assert_allclose(boosted.numpy(), 3.0 * want, atol=1e-5)
+    with pytest.raises(ValueError, match="one answer feature per domain reader style"):
+        FastCRM(FastCRMConfig(n_features=len(names), features=names, domain=DOMAIN.features,
+                              score_prior=names[-3:]),
+                register=SimpleNamespace(names=names[len(FEATURES):]), domain_reader=SimpleNamespace())
+
+
+FOUR = {"domain_academy": "Empirical studies of {t} suggest, per the literature, that {t} vary in kind.",
+        "domain_business": "Our {t} deliver strong value for customers and drive revenue growth this quarter.",
+        "domain_literature": "Like moonlight on water, {t} shimmer and sing in the dreaming dusk.",
+        "domain_plain": "{t} are things people use every day, and most of them work fine."}
+
+
+def test_tune_wordings_choose_the_style_score_prior_factor_on_reworded_dev_pairs(tmp_path):
+    from usl.crm.criterion_reader import library_held_out
+    from usl.crm.fast_model import FastCRM
+    from usl.crm.fast_train import BOOSTS, FastTrainConfig, _tuning_wordings, train_fast
+
+    rows, families = [], list(FOUR)
+    for i, t in enumerate(STYLE_TOPICS[:10]):
+        for j, fam in enumerate(families):
+            other = families[(j + 1 + i) % 4] if families[(j + 1 + i) % 4] != fam else families[(j + 2) % 4]
+            a, b = (FOUR[fam], FOUR[other]) if (i + j) % 2 else (FOUR[other], FOUR[fam])
+            rows.append({"idx": f"{i}-{fam}", "prompt": f"Tell me about {t}.", "family": fam, "source": "domain/toy",
+                         "criteria": [STYLES[fam][i % 3]], "preference": "model_a" if a == FOUR[fam] else "model_b",
+                         "model_a": [{"role": "user", "content": f"Tell me about {t}."},
+                                     {"role": "assistant", "content": a.format(t=t)}],
+                         "model_b": [{"role": "user", "content": f"Tell me about {t}."},
+                                     {"role": "assistant", "content": b.format(t=t)}]})
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, dreader = _domain_reader(tmp_path)
+    leak = sorted(library_held_out(0))[0]  # a wording that words evaluation pairs: never used to tune
+    tune = tmp_path / "tune.json"
+    tune.write_text(json.dumps({fam: STYLES[fam][3:] for fam in families} | {"academy": [leak], "neutral": ["x"]}))
+    pool = _tuning_wordings([str(tune)], [str(train)])
+    assert set(pool) == set(families) and leak not in pool["domain_academy"]
+    assert pool["domain_plain"] == STYLES["domain_plain"][3:]
+
+    out = tmp_path / "model"
+    report = train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(out), epochs=2, batch_size=16,
+                                        hidden=8, domain_reader=str(dreader), tune_wordings=[str(tune)]),
+                        tmp_path / "home" / "cache")
+    tuned = report["score_boost"]
+    assert tuned["pairs"] == 3 * len(rows) and set(tuned["accuracy"]) == {str(b) for b in BOOSTS}
+    best = max(tuned["accuracy"].values())
+    assert tuned["score_boost"] == min(b for b in BOOSTS if tuned["accuracy"][str(b)] == best)
+    model = FastCRM.load(out)
+    assert model.cfg.score_prior == tuple(f"register_{f}" for f in families)  # no style scorer: the n-gram one
+    assert model.cfg.score_boost == tuned["score_boost"]
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"domain_academy": "not a list"}))
+    with pytest.raises(ValueError, match="bad.json"):
+        _tuning_wordings([str(bad)], [str(train)])
+    with pytest.raises(ValueError, match="needs a domain reader"):
+        train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(tmp_path / "m2"), epochs=1,
+                                   tune_wordings=[str(tune)]), tmp_path / "home" / "cache")
 
 
 def test_a_family_held_out_of_the_training_data_is_held_out_of_the_reader_too(tmp_path):

@@ -42,6 +42,12 @@ def register(app: typer.Typer) -> None:
         domain_reader: str = typer.Option("", help="Directory written by `usl train-reader --kind domain`: ship "
                                                    "its domain reader, whose reading weighs the style prior "
                                                    "('' = none)."),
+        score_prior: bool = typer.Option(True, help="With a domain reader: P(style) also weighs that style's own "
+                                                    "score, with one learned weight >= 0."),
+        tune_wordings: List[str] = typer.Option([], "--tune-wordings", help="Wordings file of domain styles no "
+                                                "training pair uses (repeatable): after training, the style-score "
+                                                "prior's factor is chosen on the dev domain pairs reworded with "
+                                                "them."),
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
@@ -54,7 +60,8 @@ def register(app: typer.Typer) -> None:
                                   distill_per_epoch=distill_per_epoch, distill_weight=distill_weight,
                                   distill_criteria_only=distill_criteria_only, register_prefix=register_prefix,
                                   style_scorer=style_scorer, length_reader=length_reader,
-                                  domain_reader=domain_reader)
+                                  domain_reader=domain_reader, score_prior=score_prior,
+                                  tune_wordings=list(tune_wordings))
             report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
         typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],
                                "seconds": report["seconds"]}))

@@ -67,6 +67,10 @@ class FastCRMConfig:
     lexicon: tuple[str, ...] = LEXICON_AXES
     reader: tuple[str, ...] = ()  # the length reader's features, after the keyword ones (criterion_reader.py)
     domain: tuple[str, ...] = ()  # the domain reader's features, after those
+    # the answer features (one per domain reader style, in its order) that the style-score prior reads,
+    # and a factor on that prior chosen after training on criteria worded as in no training pair
+    score_prior: tuple[str, ...] = ()
+    score_boost: float = 1.0
     crit_noise: float = 0.02  # per-dimension Gaussian noise on criterion embeddings while training
 
 
@@ -109,6 +113,15 @@ class FastCRM(nn.Module):
         # at the academic score whatever its embedding is near
         if cfg.domain:
             self.style_prior = nn.Parameter(torch.zeros(len(cfg.domain), F))
+        # and a fixed one, monotone like the length prior: P(style) weighs that style's own score with a
+        # learned weight softplus(delta) >= 0, so a criterion read as "academic" favours the answer the
+        # style scorer finds more academic, whatever else the training pairs taught the other terms
+        if cfg.score_prior and (len(cfg.score_prior) != len(cfg.domain) or len(set(cfg.score_prior)) != len(cfg.domain)
+                                or not set(cfg.score_prior) <= set(cfg.features)):
+            raise ValueError("FastCRMConfig.score_prior must name one answer feature per domain reader style")
+        self._f_score = [cfg.features.index(f) for f in cfg.score_prior]
+        if cfg.score_prior:
+            self.delta = nn.Parameter(torch.tensor(0.0))
 
     @property
     def readers(self) -> tuple[CriterionReader, ...]:
@@ -137,7 +150,12 @@ class FastCRM(nn.Module):
         lex = x[:, self.cfg.dim:at]
         g = self.crit_feat(x)
         if self.cfg.domain:  # the style prior: P(style) @ W weighs the answer features like G(c) does
-            g = g + x[:, at + len(self.cfg.reader):] @ self.style_prior
+            style = x[:, at + len(self.cfg.reader):]
+            g = g + style @ self.style_prior
+            if self.cfg.score_prior:  # and the style-score prior: softplus(delta) on each style's own score
+                w = torch.zeros(style.shape[1], self.cfg.n_features, dtype=x.dtype)
+                w[torch.arange(style.shape[1]), self._f_score] = 1.0
+                g = g + nn.functional.softplus(self.delta) * self.cfg.score_boost * (style @ w)
         if self.cfg.reader:
             rd = x[:, at:at + len(self.cfg.reader)]
             length = rd[:, 1] - rd[:, 0]
@@ -206,6 +224,7 @@ class FastCRM(nn.Module):
         raw["lexicon"] = tuple(raw.get("lexicon", ()))
         raw["reader"] = tuple(raw.get("reader", ()))
         raw["domain"] = tuple(raw.get("domain", ()))
+        raw["score_prior"] = tuple(raw.get("score_prior", ()))
         register = load_registers(p)
         readers = {}
         for kind, key in ((LENGTH, "reader"), (DOMAIN, "domain")):

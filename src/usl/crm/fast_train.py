@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -77,6 +78,14 @@ class FastTrainConfig:
         "help": "Directory written by `usl train-reader --kind domain`: its domain reader's P(style) become criterion "
                 "features and weigh the style prior; its cross-fitted readings (heldout.json) stand in for the "
                 "wordings it was trained on. '' = none."})
+    score_prior: bool = field(default=True, metadata={
+        "help": "With a domain reader and style (or register) scores: a criterion's P(style) also weighs that "
+                "style's own score with one learned weight >= 0 (the style-score prior)."})
+    tune_wordings: list[str] = field(default_factory=list, metadata={
+        "help": "Wordings files (as for `usl train-reader`) of domain styles no training pair is worded with: "
+                "after training, the dev file's domain pairs are reworded with them and the style-score prior's "
+                "factor is the one of BOOSTS that judges them best. The domain reader's cross-fitted readings "
+                "stand in for its reading of them, so to both they are new wordings."})
     oversample: dict = field(default_factory=lambda: {"human/": 3},
                              metadata={"help": "Source prefix -> how many times its samples appear per epoch."})
 
@@ -87,6 +96,85 @@ class FastTrainConfig:
         for name in ("add_prob", "drop_prob", "reword_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be a probability in [0, 1]")
+
+
+def _score_prior(names: Sequence[str]) -> tuple[str, ...]:
+    """The answer features the style-score prior reads, one per domain reader style: the style scorer's
+    scores if the answers have them, else the register scorer's, else none."""
+    styles = [f.split("_", 1)[1] for f in DOMAIN.features]  # reader_academy -> academy
+    for prefix in ("style_domain_", "register_domain_"):
+        if all(prefix + s in names for s in styles):
+            return tuple(prefix + s for s in styles)
+    log.info("no style or register scores for %s: no style-score prior", ", ".join(styles))
+    return ()
+
+
+BOOSTS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # factors of the style-score prior tried by --tune-wordings
+
+
+def _tuning_wordings(files: Sequence[str], train_files: Sequence[str]) -> dict[str, list[str]]:
+    """family -> wordings of ``files`` (their domain_* keys), less the criteria library's held-out wordings
+    (those word the evaluation pairs)."""
+    from usl.crm.criterion_reader import library_held_out
+    from usl.data.io import read_json
+
+    seeds = {read_json(m).get("seed", 0) for f in train_files if (m := Path(f).parent / "manifest.json").exists()}
+    held = set().union(*(library_held_out(s) for s in seeds or {0}))
+    pool: dict[str, list[str]] = {}
+    for f in files:
+        got = read_json(f)
+        if not isinstance(got, dict) or not all(isinstance(v, list) and all(isinstance(t, str) for t in v)
+                                                for v in got.values()):
+            raise ValueError(f"{f}: expected a JSON object of side -> list of criteria")
+        for side, texts in got.items():
+            family = side if side.startswith("domain_") else f"domain_{side}"
+            if family in {f"domain_{s.split('_', 1)[1]}" for s in DOMAIN.features}:
+                pool.setdefault(family, []).extend(t for t in texts if t.strip() and t not in held)
+    if not pool:
+        raise ValueError(f"{', '.join(files)}: no wordings of a domain style (keys domain_academy, ...)")
+    return pool
+
+
+def _tune_score_boost(model: FastCRM, bank: AnswerBank, encoder: CriteriaEncoder, dv: _Encoded,
+                      pool: Mapping[str, list[str]], readings: Mapping[str, Mapping[str, np.ndarray]],
+                      seed: int, per_pair: int = 3) -> dict:
+    """Choose ``model.cfg.score_boost``: each dev domain pair, judged under ``per_pair`` wordings of its
+    family drawn from ``pool`` (read as the readers' cross-fitted readings where they have them)."""
+    if not model.cfg.score_prior:
+        log.info("no style-score prior to tune (the answers have no style or register scores)")
+        return {"score_boost": None}
+    rng = np.random.default_rng([seed, 7])
+    idx = np.array([i for i, fam in enumerate(dv.family) if fam in pool and dv.y[i] != 0.5], dtype=np.int64)
+    if not len(idx):
+        raise ValueError("--tune-wordings: the dev file has no domain pairs of the wordings' families")
+    crit, sign, rows = [], [], []
+    index: dict[str, int] = {}  # criterion text -> its row among the tuning criteria
+    for i in idx:
+        for w in rng.choice(pool[dv.family[i]], size=per_pair):
+            t, g = split_sign(str(w))
+            crit.append([index.setdefault(t, len(index))])
+            sign.append([g])
+            rows.append(i)
+    texts = list(index)
+    rows = np.array(rows)
+    encoder.eval()
+    with torch.inference_mode():
+        x = criteria_inputs(model, texts, encoder(texts), readings)
+    sub = _Encoded(dv.a[rows], dv.b[rows], dv.y[rows], crit, sign, [dv.source[i] for i in rows],
+                   [dv.family[i] for i in rows], np.zeros(len(rows), bool))
+    model.eval()
+    accuracy = {}
+    for boost in BOOSTS:
+        model.cfg.score_boost = boost
+        with torch.inference_mode():
+            logits = torch.cat([_batch_logits(model, bank, x, sub, np.arange(s, min(s + 512, len(rows))),
+                                              crit[s:s + 512], sign[s:s + 512]) for s in range(0, len(rows), 512)])
+        accuracy[boost] = float(np.mean((logits.numpy() > 0) == (sub.y > 0.5)))
+    model.cfg.score_boost = max(BOOSTS, key=lambda b: (accuracy[b], -b))  # the smallest of the best
+    log.info("style-score prior: factor %.1f (accuracy on %d reworded dev pairs: %s)", model.cfg.score_boost,
+             len(rows), {b: round(a, 3) for b, a in accuracy.items()})
+    return {"score_boost": model.cfg.score_boost, "pairs": len(rows), "wordings": len(texts),
+            "accuracy": {str(b): a for b, a in accuracy.items()}}
 
 
 @dataclass
@@ -329,6 +417,9 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     for kind, where in ((LENGTH, cfg.length_reader), (DOMAIN, cfg.domain_reader)):
         if where:
             readers[kind.name], readings[kind.name] = _reader(kind, where, cfg.train)
+    if cfg.tune_wordings and not (cfg.domain_reader and cfg.score_prior):
+        raise ValueError("tune_wordings tunes the style-score prior: it needs a domain reader and score_prior")
+    pool = _tuning_wordings(cfg.tune_wordings, cfg.train) if cfg.tune_wordings else {}
 
     static = StaticEmbedder(cache_dir / "static")
     answers = list(dict.fromkeys(x for s in train for x in judged_texts(s.prompt, s.model_a, s.model_b)[1:]))
@@ -345,7 +436,8 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     names = bank.feature_names
     model = FastCRM(FastCRMConfig(hidden=cfg.hidden, n_features=len(names), features=names,
                                   reader=LENGTH.features if readers["length"] else (),
-                                  domain=DOMAIN.features if readers["domain"] else ()),
+                                  domain=DOMAIN.features if readers["domain"] else (),
+                                  score_prior=_score_prior(names) if readers["domain"] and cfg.score_prior else ()),
                     vocab_size=len(static.idf), register=register, reader=readers["length"],
                     domain_reader=readers["domain"])
     model.idf.copy_(torch.from_numpy(static.idf))
@@ -417,8 +509,9 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     if best_state is not None:
         model.load_state_dict(best_state)
         encoder.load_state_dict(best_enc)
+    tuned = _tune_score_boost(model, bank, encoder, dv, pool, readings, cfg.seed) if pool else None
     report = {"config": asdict(cfg), "curve": curve, "best_dev_accuracy": best, "n_train": len(train),
-              "n_distill": len(distill),
+              "n_distill": len(distill), "score_boost": tuned,
               "n_dev": len(dev), "seconds": round(time.time() - t0, 1)}
     model.save(cfg.out, extra=report)
     if tune:
