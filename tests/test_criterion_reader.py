@@ -280,7 +280,10 @@ def test_the_style_score_prior_favours_the_answer_scored_higher_in_the_style_the
     names = FEATURES + tuple(f"register_domain_{s}" for s in styles) + tuple(f"style_domain_{s}" for s in styles)
     assert _score_prior(names) == names[-4:]  # the style scorer's scores where the answers have them
     assert _score_prior(names[:-4]) == names[-8:-4]  # else the register scorer's
-    assert _score_prior(names[:-1]) == names[-8:-4] and _score_prior(FEATURES) == ()
+    assert _score_prior(names[:-1]) == names[-4:-1] + ("register_domain_plain",)  # per style
+    no_literature = tuple(n for n in names if "literature" not in n)  # a build that holds literature out
+    assert _score_prior(no_literature) == ("style_domain_academy", "style_domain_business", "", "style_domain_plain")
+    assert _score_prior(FEATURES) == ()
 
     cfg = FastCRMConfig(n_features=len(names), features=names, domain=DOMAIN.features, score_prior=names[-4:])
     model = FastCRM(cfg, register=SimpleNamespace(names=names[len(FEATURES):]), domain_reader=SimpleNamespace()).eval()
@@ -298,7 +301,14 @@ def test_the_style_score_prior_favours_the_answer_scored_higher_in_the_style_the
     with torch.no_grad():
         boosted = model.criteria_repr(x)["g"] - model.crit_feat(x)
     np.testing.assert_allclose(boosted.numpy(), 3.0 * want, atol=1e-5)
-    with pytest.raises(ValueError, match="one answer feature per domain reader style"):
+    held_out = FastCRM(FastCRMConfig(n_features=len(no_literature), features=no_literature, domain=DOMAIN.features,
+                                     score_prior=_score_prior(no_literature)),
+                       register=SimpleNamespace(names=no_literature[len(FEATURES):]), domain_reader=SimpleNamespace())
+    with torch.no_grad():
+        held_out.delta.fill_(1.0)
+        prior = held_out.eval().criteria_repr(x)["g"] - held_out.crit_feat(x)
+    np.testing.assert_allclose(prior[0].numpy().sum(), 0.1 * w, atol=1e-6)  # plain's share; literature has no score
+    with pytest.raises(ValueError, match="one answer feature"):
         FastCRM(FastCRMConfig(n_features=len(names), features=names, domain=DOMAIN.features,
                               score_prior=names[-3:]),
                 register=SimpleNamespace(names=names[len(FEATURES):]), domain_reader=SimpleNamespace())

@@ -116,10 +116,11 @@ class FastCRM(nn.Module):
         # and a fixed one, monotone like the length prior: P(style) weighs that style's own score with a
         # learned weight softplus(delta) >= 0, so a criterion read as "academic" favours the answer the
         # style scorer finds more academic, whatever else the training pairs taught the other terms
-        if cfg.score_prior and (len(cfg.score_prior) != len(cfg.domain) or len(set(cfg.score_prior)) != len(cfg.domain)
-                                or not set(cfg.score_prior) <= set(cfg.features)):
-            raise ValueError("FastCRMConfig.score_prior must name one answer feature per domain reader style")
-        self._f_score = [cfg.features.index(f) for f in cfg.score_prior]
+        named = [f for f in cfg.score_prior if f]  # "" for a style no scorer knows: no prior for it
+        if cfg.score_prior and (len(cfg.score_prior) != len(cfg.domain) or len(set(named)) != len(named)
+                                or not set(named) <= set(cfg.features)):
+            raise ValueError("FastCRMConfig.score_prior must name one answer feature (or '') per domain reader style")
+        self._score_at = [(i, cfg.features.index(f)) for i, f in enumerate(cfg.score_prior) if f]
         if cfg.score_prior:
             self.delta = nn.Parameter(torch.tensor(0.0))
 
@@ -154,7 +155,8 @@ class FastCRM(nn.Module):
             g = g + style @ self.style_prior
             if self.cfg.score_prior:  # and the style-score prior: softplus(delta) on each style's own score
                 w = torch.zeros(style.shape[1], self.cfg.n_features, dtype=x.dtype)
-                w[torch.arange(style.shape[1]), self._f_score] = 1.0
+                for i, j in self._score_at:
+                    w[i, j] = 1.0
                 g = g + nn.functional.softplus(self.delta) * self.cfg.score_boost * (style @ w)
         if self.cfg.reader:
             rd = x[:, at:at + len(self.cfg.reader)]

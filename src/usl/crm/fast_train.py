@@ -100,13 +100,14 @@ class FastTrainConfig:
 
 def _score_prior(names: Sequence[str]) -> tuple[str, ...]:
     """The answer features the style-score prior reads, one per domain reader style: the style scorer's
-    scores if the answers have them, else the register scorer's, else none."""
+    score if the answers have one for it, else the register scorer's, else "" (a style the scorers never
+    saw, in a build that holds its family out: no prior for it). () if no style has a score."""
     styles = [f.split("_", 1)[1] for f in DOMAIN.features]  # reader_academy -> academy
-    for prefix in ("style_domain_", "register_domain_"):
-        if all(prefix + s in names for s in styles):
-            return tuple(prefix + s for s in styles)
-    log.info("no style or register scores for %s: no style-score prior", ", ".join(styles))
-    return ()
+    got = tuple(next((p + s for p in ("style_domain_", "register_domain_") if p + s in names), "") for s in styles)
+    missing = [s for s, f in zip(styles, got) if not f]
+    if missing:
+        log.info("no style or register score for %s: no style-score prior for it", ", ".join(missing))
+    return got if any(got) else ()
 
 
 BOOSTS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # factors of the style-score prior tried by --tune-wordings
