@@ -246,9 +246,12 @@ def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_
     assert x.shape == (2, 384 + len(model.cfg.lexicon) + 4)
     np.testing.assert_allclose(x[:, -4:].numpy(), reader.read(["Write like a poet.", "Use bullet points."]),
                                atol=5e-3)
+    # the toy pairs are academic and business only: the style-score prior reads those two styles' scores
+    assert model.cfg.score_prior == ("register_domain_academy", "register_domain_business", "", "")
     # the style prior is the reading times a learned direction per style: it moves with the reading
     with torch.no_grad():
         model.style_prior.copy_(torch.eye(4, model.cfg.n_features))
+        model.delta.fill_(-40.0)  # the style-score prior off, to see W alone
         style = model.criteria_repr(x)["g"] - model.crit_feat(x)
     np.testing.assert_allclose(style[:, :4].numpy(), x[:, -4:].numpy(), atol=1e-6)
     np.testing.assert_allclose(style[:, 4:].numpy(), 0.0, atol=1e-6)
