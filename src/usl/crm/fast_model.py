@@ -120,9 +120,13 @@ class FastCRM(nn.Module):
         if cfg.score_prior and (len(cfg.score_prior) != len(cfg.domain) or len(set(named)) != len(named)
                                 or not set(named) <= set(cfg.features)):
             raise ValueError("FastCRMConfig.score_prior must name one answer feature (or '') per domain reader style")
-        self._score_at = [(i, cfg.features.index(f)) for i, f in enumerate(cfg.score_prior) if f]
         if cfg.score_prior:
             self.delta = nn.Parameter(torch.tensor(0.0))
+            select = torch.zeros(len(cfg.domain), F)  # style i -> its score's column (not saved: derived)
+            for i, f in enumerate(cfg.score_prior):
+                if f:
+                    select[i, cfg.features.index(f)] = 1.0
+            self.register_buffer("score_select", select, persistent=False)
 
     @property
     def readers(self) -> tuple[CriterionReader, ...]:
@@ -154,10 +158,7 @@ class FastCRM(nn.Module):
             style = x[:, at + len(self.cfg.reader):]
             g = g + style @ self.style_prior
             if self.cfg.score_prior:  # and the style-score prior: softplus(delta) on each style's own score
-                w = torch.zeros(style.shape[1], self.cfg.n_features, dtype=x.dtype)
-                for i, j in self._score_at:
-                    w[i, j] = 1.0
-                g = g + nn.functional.softplus(self.delta) * self.cfg.score_boost * (style @ w)
+                g = g + nn.functional.softplus(self.delta) * self.cfg.score_boost * (style @ self.score_select)
         if self.cfg.reader:
             rd = x[:, at:at + len(self.cfg.reader)]
             length = rd[:, 1] - rd[:, 0]

@@ -102,7 +102,7 @@ def _score_prior(names: Sequence[str]) -> tuple[str, ...]:
     """The answer features the style-score prior reads, one per domain reader style: the style scorer's
     score if the answers have one for it, else the register scorer's, else "" (a style the scorers never
     saw, in a build that holds its family out: no prior for it). () if no style has a score."""
-    styles = [f.split("_", 1)[1] for f in DOMAIN.features]  # reader_academy -> academy
+    styles = DOMAIN.labels[1:]
     got = tuple(next((p + s for p in ("style_domain_", "register_domain_") if p + s in names), "") for s in styles)
     missing = [s for s, f in zip(styles, got) if not f]
     if missing:
@@ -114,23 +114,18 @@ BOOSTS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # factors of the style-score prior
 
 
 def _tuning_wordings(files: Sequence[str], train_files: Sequence[str]) -> dict[str, list[str]]:
-    """family -> wordings of ``files`` (their domain_* keys), less the criteria library's held-out wordings
-    (those word the evaluation pairs)."""
-    from usl.crm.criterion_reader import library_held_out
+    """family -> wordings of ``files`` (read as the domain reader's wordings files are), less the criteria
+    library's held-out wordings (those word the evaluation pairs)."""
+    from usl.crm.criterion_reader import library_held_out, read_wordings
     from usl.data.io import read_json
 
     seeds = {read_json(m).get("seed", 0) for f in train_files if (m := Path(f).parent / "manifest.json").exists()}
     held = set().union(*(library_held_out(s) for s in seeds or {0}))
     pool: dict[str, list[str]] = {}
     for f in files:
-        got = read_json(f)
-        if not isinstance(got, dict) or not all(isinstance(v, list) and all(isinstance(t, str) for t in v)
-                                                for v in got.values()):
-            raise ValueError(f"{f}: expected a JSON object of side -> list of criteria")
-        for side, texts in got.items():
-            family = side if side.startswith("domain_") else f"domain_{side}"
-            if family in {f"domain_{s.split('_', 1)[1]}" for s in DOMAIN.features}:
-                pool.setdefault(family, []).extend(t for t in texts if t.strip() and t not in held)
+        for text, label in read_wordings(f, "domain"):
+            if label and text not in held:
+                pool.setdefault(f"domain_{DOMAIN.labels[label]}", []).append(text)
     if not pool:
         raise ValueError(f"{', '.join(files)}: no wordings of a domain style (keys domain_academy, ...)")
     return pool
