@@ -80,6 +80,19 @@ def test_faults_do_not_touch_style_dislikes_or_virtue_words():
     assert lexicon_features("wrongly placed")[LEXICON_AXES.index("helpful")] == 0  # whole words only
 
 
+@pytest.mark.parametrize("text", ["No particular register, please.", "No special tone.", "Without any special framing.",
+                                  "Avoid: any particular style", "No specific voice, just answer."])
+def test_asking_for_no_particular_style_is_a_wish_for_the_ordinary_one(text):
+    # not "Avoid: <a register>": read whole, as a like, for the domain reader to read as plain
+    assert split_sign(text) == (text, 1.0)
+
+
+def test_no_particular_style_leaves_other_dislikes_alone():
+    assert split_sign("No particular order.") == ("particular order", -1.0)
+    assert split_sign("No special formatting.") == ("special formatting", -1.0)
+    assert split_sign("Avoid: a formal tone") == ("a formal tone", -1.0)
+
+
 def test_split_sign_keeps_a_dislike_followed_by_a_wish_whole():
     # "Skip X and keep it brief" is read by the keyword scope, not as "Avoid: X and keep it brief"
     assert split_sign("Skip the intro and keep it brief.")[1] == 1.0

@@ -332,6 +332,14 @@ def strip_intensifiers(disliked: str) -> str:
 _WISH = (r"(?:(?:just |instead |then )?(?:keep|be|make|give|stay|use|stick|go|get|write|answer|tell|focus|expand|"
          r"elaborate|explain|add|include|cover)\b|just\b|only\b)")
 _THEN_A_WISH = re.compile(rf"(?:\band\b|\bbut\b|;|,)\s+{_WISH}")
+_NO_SPECIAL_STYLE = re.compile(r"(?:any )?(?:particular|special|specific|distinct) (?:register|tone|style|voice|"
+                               r"framing|flavou?r|persona|slant|spin|genre)s?\b")
+
+
+def no_particular_style(rest: str) -> bool:
+    """Whether a disliked part is "particular register", "any special tone" and the like: "No particular
+    register" is not a dislike of some register but a wish for none, the ordinary default one."""
+    return bool(_NO_SPECIAL_STYLE.match(rest.strip().lower()))
 
 
 def leading_negation(text: str) -> str | None:

@@ -31,6 +31,7 @@ from usl.crm.criteria_lexicon import (
     dislikes_only_faults,
     leading_negation,
     lexicon_matrix,
+    no_particular_style,
     strip_intensifiers,
 )
 from usl.crm.features import FEATURES
@@ -46,13 +47,14 @@ def split_sign(criterion: str) -> tuple[str, float]:
     A dislike of faults only ("Avoid: unethical suggestions", "Don't encourage harmful behaviour")
     is a wish for the virtue, and is read whole as a like: the model scores how well an answer fits
     a criterion, and cannot score how harmful or wrong it is, so a flipped sign would only turn
-    "avoid harm" into "prefer the worse answer"."""
+    "avoid harm" into "prefer the worse answer". Likewise "No particular register" or "Avoid: any special
+    tone", a wish for the ordinary register rather than against one (``no_particular_style``)."""
     text = criterion.strip()
     if text.lower().startswith(AVOID_PREFIX):
         rest = strip_intensifiers(text[len(AVOID_PREFIX):].strip())
     else:
         rest = leading_negation(text)
-    if not rest or dislikes_only_faults(rest):
+    if not rest or dislikes_only_faults(rest) or no_particular_style(rest):
         return text, 1.0
     return rest, -1.0
 
