@@ -11,7 +11,7 @@ over wordings per family, the worst wordings, and how many wordings reach 0.95.
         --data artifacts/data-full/eval/length_flip.jsonl [--limit 600] [--json]
 
 Probe files hold {family: [wordings]}; ``concise`` and ``detailed`` stand for the families
-``length_concise`` and ``length_detailed``. All ``probe_independent_*.json`` were written by helper
+``length_concise`` and ``length_detailed``, ``academy`` ... ``plain`` for ``domain_academy`` ... All ``probe_independent_*.json`` were written by helper
 sessions that saw neither the code nor the criteria libraries nor each other's files, each briefed
 differently. In ``configs/length_wordings/`` (a settings box of a ranking site; varied phrasings;
 rubric and user styles; criteria for a reward-model test; a free-text box filled in by many kinds
@@ -34,7 +34,8 @@ from usl.data.paper_jsonl import read_samples
 from usl.evaluation.report import family_of, judge_samples, subsample
 from usl.judges.registry import load_judge
 
-ALIASES = {"concise": "length_concise", "detailed": "length_detailed"}
+ALIASES = {"concise": "length_concise", "detailed": "length_detailed"} | {
+    s: f"domain_{s}" for s in ("academy", "business", "literature", "plain")}
 
 
 def read_probe(path: str) -> dict[str, list[str]]:

@@ -399,3 +399,20 @@ def test_train_reader_names_an_unknown_held_out_family(tmp_path):
     r = CliRunner().invoke(app, ["train-reader", "--out", str(tmp_path / "r"), "--kind", "domain",
                                  "--holdout-family", "domain_poetry"])
     assert r.exit_code != 0 and "domain_poetry" in r.output and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("kind", ["length", "domain"])
+def test_every_shipped_wordings_file_reads_as_a_readers_wordings(kind):
+    """The wordings files in configs/ train the readers and tune the style-score prior: each one must
+    parse for both kinds of reader, and a file of one kind's sides holds no text twice."""
+    root = Path(__file__).resolve().parents[1] / "configs"
+    files = sorted((root / "length_wordings").glob("*.json")) + sorted((root / "domain_wordings").glob("*.json"))
+    assert len(files) >= 18, files
+    for f in files:
+        got = read_wordings(f, kind)
+        assert got, f
+        texts = [t for t, _ in got]
+        assert len(set(texts)) == len(texts), (f, [t for t in set(texts) if texts.count(t) > 1])
+    # the domain reader's files name its four styles, and a "none" side of styles it has no scorer for
+    extra = dict(read_wordings(root / "domain_wordings" / "extra_d.json", "domain"))
+    assert {label for label in extra.values()} == {0, 1, 2, 3, 4}

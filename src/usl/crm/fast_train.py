@@ -110,7 +110,7 @@ def _score_prior(names: Sequence[str]) -> tuple[str, ...]:
     return got if any(got) else ()
 
 
-BOOSTS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # factors of the style-score prior tried by --tune-wordings
+BOOSTS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0)  # factors of the style-score prior tried by --tune-wordings
 
 
 def _tuning_wordings(files: Sequence[str], train_files: Sequence[str]) -> dict[str, list[str]]:
