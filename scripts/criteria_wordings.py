@@ -11,15 +11,17 @@ over wordings per family, the worst wordings, and how many wordings reach 0.95.
         --data artifacts/data-full/eval/length_flip.jsonl [--limit 600] [--json]
 
 Probe files hold {family: [wordings]}; ``concise`` and ``detailed`` stand for the families
-``length_concise`` and ``length_detailed``, ``academy`` ... ``plain`` for ``domain_academy`` ... All ``probe_independent_*.json`` were written by helper
-sessions that saw neither the code nor the criteria libraries nor each other's files, each briefed
-differently. In ``configs/length_wordings/`` (a settings box of a ranking site; varied phrasings;
-rubric and user styles; criteria for a reward-model test; a free-text box filled in by many kinds
-of people), which still measure fairly depends on whether their failures steered the keyword
-reading: ``a``, ``b``, ``c`` (30, 60, 60 a side, session 9) and ``d``, ``e``, ``f`` (60 a side,
-session 11) did, and so did ``probe_worked_on.json``; ``g`` and ``h`` (60 a side, session 11) have
-not been looked at, and are the held-out measure. Write new blind sets before steering by them.
-``configs/domain_wordings/probe_independent_a.json`` (40 a style, session 11) is blind too.
+``length_concise`` and ``length_detailed``, ``academy`` ... ``plain`` for ``domain_academy`` ...
+All ``probe_independent_*.json`` were written by helper sessions that saw neither the code nor the
+criteria libraries nor each other's files, each briefed differently. In ``configs/length_wordings/``
+(a settings box of a ranking site; varied phrasings; rubric and user styles; criteria for a
+reward-model test; a free-text box filled in by many kinds of people), which still measure fairly
+depends on whether their failures steered the keyword reading: ``a``, ``b``, ``c`` (30, 60, 60 a
+side, session 9) and ``d``, ``e``, ``f`` (60 a side, session 11) did, and so did
+``probe_worked_on.json``; ``g`` and ``h`` (60 a side, session 11) have not been looked at, and are
+the held-out measure. Write new blind sets before steering by them.
+``configs/domain_wordings/probe_independent_a.json`` (40 a style, session 11) and ``_b.json`` (50 a
+style, session 16) are blind too.
 """
 
 from __future__ import annotations
