@@ -32,12 +32,13 @@ import json
 
 import numpy as np
 
+from usl.crm.criterion_reader import DOMAIN
 from usl.data.paper_jsonl import read_samples
 from usl.evaluation.report import family_of, judge_samples, subsample
 from usl.judges.registry import load_judge
 
 ALIASES = {"concise": "length_concise", "detailed": "length_detailed"} | {
-    s: f"domain_{s}" for s in ("academy", "business", "literature", "plain")}
+    s: f"domain_{s}" for s in DOMAIN.labels[1:]}
 
 
 def read_probe(path: str) -> dict[str, list[str]]:

@@ -344,9 +344,11 @@ def test_tune_wordings_choose_the_style_score_prior_factor_on_reworded_dev_pairs
     _, dreader = _domain_reader(tmp_path)
     leak = sorted(library_held_out(0))[0]  # a wording that words evaluation pairs: never used to tune
     tune = tmp_path / "tune.json"
-    tune.write_text(json.dumps({fam: STYLES[fam][3:] for fam in families} | {"academy": [leak], "neutral": ["x"]}))
+    # nor in another form that reads the same (compared as split_sign leaves it)
+    tune.write_text(json.dumps({fam: STYLES[fam][3:] for fam in families}
+                               | {"academy": [leak, f"  {leak} "], "neutral": ["x"]}))
     pool = _tuning_wordings([str(tune)], [str(train)])
-    assert set(pool) == set(families) and leak not in pool["domain_academy"]
+    assert set(pool) == set(families) and pool["domain_academy"] == STYLES["domain_academy"][3:]
     assert pool["domain_plain"] == STYLES["domain_plain"][3:]
 
     out = tmp_path / "model"

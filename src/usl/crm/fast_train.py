@@ -117,14 +117,14 @@ def _tuning_wordings(files: Sequence[str], train_files: Sequence[str]) -> dict[s
     """family -> wordings of ``files`` (read as the domain reader's wordings files are), less the criteria
     library's held-out wordings (those word the evaluation pairs)."""
     from usl.crm.criterion_reader import library_held_out, read_wordings
-    from usl.data.io import read_json
 
-    seeds = {read_json(m).get("seed", 0) for f in train_files if (m := Path(f).parent / "manifest.json").exists()}
-    held = set().union(*(library_held_out(s) for s in seeds or {0}))
+    seeds = {data.get("seed", 0) for _, data in _manifests(train_files)}
+    # compared as the readers read them (what split_sign leaves), as `usl train-reader` does
+    held = {split_sign(t)[0] for s in seeds or {0} for t in library_held_out(s)}
     pool: dict[str, list[str]] = {}
     for f in files:
         for text, label in read_wordings(f, "domain"):
-            if label and text not in held:
+            if label and split_sign(text)[0] not in held:
                 pool.setdefault(f"domain_{DOMAIN.labels[label]}", []).append(text)
     if not pool:
         raise ValueError(f"{', '.join(files)}: no wordings of a domain style (keys domain_academy, ...)")
@@ -258,6 +258,13 @@ def _reader(kind: Kind, reader_dir: str, train_files: list[str]) -> tuple[Criter
     return reader, readings
 
 
+def _manifests(train_files: Sequence[str]) -> list[tuple[Path, dict]]:
+    """The manifest of each training file's build (`usl data build-train`), where it has one."""
+    from usl.data.io import read_json
+
+    return [(m, read_json(m)) for f in train_files if (m := Path(f).parent / "manifest.json").exists()]
+
+
 def _check_reader_split(reader_dir: str, train_files: list[str]) -> None:
     """A reader trained on one split of the criteria library would have read the wordings another split
     holds out for evaluation: refuse a reader whose library seed differs from the training data's, and
@@ -267,9 +274,7 @@ def _check_reader_split(reader_dir: str, train_files: list[str]) -> None:
     info = Path(reader_dir) / "training.json"
     got = read_json(info) if info.exists() else {}
     seed = got.get("library_seed")
-    for f in train_files:
-        manifest = Path(f).parent / "manifest.json"
-        data = read_json(manifest) if manifest.exists() else {}
+    for manifest, data in _manifests(train_files):
         data_seed = data.get("seed")
         if seed is not None and data_seed is not None and seed != data_seed:
             raise ValueError(f"{info}: the reader read the criteria library split with seed {seed}, and "
