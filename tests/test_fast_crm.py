@@ -276,6 +276,11 @@ def test_train_fast_learns_and_round_trips(tmp_path, home):
                          p["model_b"][1]["content"]) for p in pairs]
     agree = [(v.p_a > 0.5) == (p["preference"] == "model_a") for v, p in zip(judge.judge(reqs), pairs)]
     assert np.mean(agree) == pytest.approx(report["best_dev_accuracy"])
+    # the version names the weights, not their documentation: a model card edit keeps stored judgments
+    (out / "MODEL_CARD.md").write_text("# notes\n")
+    assert FastJudge(out, home=home).version == judge.version
+    (out / "config.json").write_text((out / "config.json").read_text() + "\n")
+    assert FastJudge(out, home=home).version != judge.version
 
 
 def test_shipped_default_judge_follows_length_criteria_and_is_swap_consistent(home):

@@ -32,9 +32,11 @@ DEFAULT_WEIGHTS = "fast-crm"
 
 
 def _weights_hash(path: Path) -> str:
+    """What the judge's version names: every file of its weights but their documentation (editing the model
+    card must not make stored judgments look stale)."""
     h = hashlib.sha256()
     for f in sorted(path.rglob("*")):
-        if f.is_file():
+        if f.is_file() and f.suffix != ".md":
             h.update(str(f.relative_to(path)).encode())
             h.update(f.read_bytes())
     return h.hexdigest()[:12]
