@@ -19,8 +19,9 @@ score per style for each answer, mean-pooled, trained with a softmax over the fo
 query for each style), once per ``--ft`` setting ``lr,epochs,max_len,seed[,lora_r]`` (lora_r 0 =
 every weight); it wants a GPU (about 30 s a setting on an H200) and only torch, transformers and
 peft, so ``--only-finetune`` skips the scikit-learn probes on a machine without them, and
-``--encoder`` points at a copy of the encoder there. Prints overall accuracy and accuracy per
-``winner>loser`` contrast.
+``--encoder`` points at a copy of the encoder there; a decoder such as SmolLM2-135M (a directory
+``usl.crm.backbone.convert_gguf`` wrote) is read the same way, LoRA on all its linear layers. Prints
+overall accuracy and accuracy per ``winner>loser`` contrast.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -62,12 +64,16 @@ def finetuned_probe(train: list[list[str]], test: list[list[str]], encoder: str,
     rng = random.Random(seed)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     tok = AutoTokenizer.from_pretrained(encoder)
+    if tok.pad_token is None:  # a decoder's tokenizer (SmolLM2 has none): padding is masked out anyway
+        tok.pad_token = tok.eos_token
     enc = AutoModel.from_pretrained(encoder, dtype=torch.float32).to(dev)
     if lora_r:
         from peft import LoraConfig, get_peft_model
 
+        bert = enc.config.model_type in ("bert", "roberta", "xlm-roberta")
         enc = get_peft_model(enc, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.05,
-                                             target_modules=["query", "key", "value", "dense"]))
+                                             target_modules=["query", "key", "value", "dense"] if bert
+                                             else "all-linear"))
     head = torch.nn.Linear(enc.config.hidden_size, len(STYLES)).to(dev)
     opt = torch.optim.AdamW([{"params": [p for p in enc.parameters() if p.requires_grad], "lr": lr},
                              {"params": head.parameters(), "lr": 1e-3}], weight_decay=0.01)
@@ -109,7 +115,8 @@ def main(argv=None) -> None:
     ap.add_argument("--only-finetune", action="store_true", help="only the fine-tuned probe")
     ap.add_argument("--ft", action="append", default=[], help="lr,epochs,max_len,seed[,lora_r]; repeatable "
                                                               "(default 3e-5,8,256,0)")
-    ap.add_argument("--encoder", default=None, help="encoder directory (default: the packaged MiniLM)")
+    ap.add_argument("--encoder", default=None, help="encoder directory (default: the packaged MiniLM); a decoder "
+                                                    "such as SmolLM2 is read the same way (mean-pooled last states)")
     args = ap.parse_args(argv)
 
     root = shared_data(args.data)
@@ -139,7 +146,8 @@ def main(argv=None) -> None:
             S = finetuned_probe(train_g, test_g, args.encoder, float(lr), int(epochs), int(max_len), int(seed),
                                 lora_r=int(rest[0]) if rest else 0)
             acc, per = pairwise_accuracy(S)
-            print(f"fine-tuned MiniLM ({setting}; {time.time() - t0:.0f} s): {acc:.3f} {per}", flush=True)
+            print(f"fine-tuned {Path(args.encoder).name} ({setting}; {time.time() - t0:.0f} s): {acc:.3f} {per}",
+                  flush=True)
         if args.only_finetune:
             return
 
