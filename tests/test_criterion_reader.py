@@ -160,11 +160,11 @@ def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it
                                    batch_size=16, hidden=8, length_reader=str(tmp_path)), home / "cache")
 
 
-def _tiny_crm(tmp_path: Path, **readers: str) -> tuple[Path, Path, Path]:
+def _tiny_crm(tmp_path: Path, name: str = "model", **readers: str) -> tuple[Path, Path, Path]:
     """A fast CRM trained for one epoch on toy domain pairs with the given readers: (home, train file, model)."""
     from usl.crm.fast_train import FastTrainConfig, train_fast
 
-    home, train, model_dir = tmp_path / "home", tmp_path / "train.jsonl", tmp_path / "model"
+    home, train, model_dir = tmp_path / "home", tmp_path / "train.jsonl", tmp_path / name
     train.write_text("".join(json.dumps(row) + "\n" for row in domain_rows(STYLE_TOPICS[:8])))
     train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(model_dir), epochs=1, batch_size=16,
                                hidden=8, **readers), home / "cache")
@@ -403,7 +403,7 @@ def test_train_reader_names_an_unknown_held_out_family(tmp_path):
     assert r.exit_code != 0 and "domain_poetry" in r.output and not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("kind", ["length", "domain"])
+@pytest.mark.parametrize("kind", ["length", "domain", "other"])
 def test_every_shipped_wordings_file_reads_as_a_readers_wordings(kind):
     """The wordings files in configs/ train the readers and tune the style-score prior: each one must
     parse for both kinds of reader, and a file of one kind's sides holds no text twice."""
@@ -415,6 +415,84 @@ def test_every_shipped_wordings_file_reads_as_a_readers_wordings(kind):
         assert got, f
         texts = [t for t, _ in got]
         assert len(set(texts)) == len(texts), (f, [t for t in set(texts) if texts.count(t) > 1])
-    # the domain reader's files name its four styles, and a "none" side of styles it has no scorer for
+    # the domain reader's files name its four styles and none, and registers no scorer knows ("other",
+    # none to the domain reader)
     extra = dict(read_wordings(root / "domain_wordings" / "extra_d.json", "domain"))
     assert {label for label in extra.values()} == {0, 1, 2, 3, 4}
+    other = dict(read_wordings(root / "domain_wordings" / "extra_d.json", "other"))
+    assert {label for label in other.values()} == {0, 1}
+
+
+# -- the other-register reader ---------------------------------------------------------------------
+
+OTHER_REGISTERS = ["Write like a sports commentator.", "Tone: legal", "Sound like a sermon.",
+                   "Like a doctor's chart notes.", "Celebrity gossip style.", "Talk like a radio DJ.",
+                   "Register: courtroom", "Like a news bulletin."]
+
+
+def test_other_registers_are_a_side_of_their_own_and_a_held_out_family_leaves_every_file(tmp_path):
+    from usl.crm.criterion_reader import sides_of
+
+    f = tmp_path / "w.json"
+    f.write_text(json.dumps(STYLES | {"other": OTHER_REGISTERS[:2], "domain_other": OTHER_REGISTERS[2:3],
+                                      "concise": ["Be brief."]}))
+    other = dict(read_wordings(f, "other"))
+    assert {other[t] for t in OTHER_REGISTERS[:3]} == {1} and other["Write like a poet."] == other["Be brief."] == 0
+    assert {dict(read_wordings(f, kind))[OTHER_REGISTERS[0]] for kind in ("length", "domain")} == {0}
+    assert sides_of("domain_literature") == {"literature", "domain_literature"}
+    assert sides_of("length_concise") == {"concise", "short", "length_concise"}
+    kept = dict(read_wordings(f, "other", skip=sides_of("domain_literature")))
+    assert "Write like a poet." not in kept and "Write like a professor." in kept and "Be brief." in kept
+
+
+def test_a_criterion_read_as_another_register_leans_on_its_cosine_term(tmp_path):
+    import torch
+
+    from usl.crm.criterion_reader import OTHER
+    from usl.crm.fast_model import FastCRM, FastCRMConfig, criteria_inputs
+    from usl.judges.fast import FastJudge
+
+    examples = in_reader_frame([(t, 1) for t in OTHER_REGISTERS] + [(t, 0) for t in SHORT + NEITHER]
+                               + [(t, 0) for ts in STYLES.values() for t in ts], "other")
+    reader, held = fit_reader(examples, ReaderConfig(kind="other", epochs=40, heads=1, folds=2, lr=3e-3),
+                              crossfit=[t for t, _ in examples])
+    assert reader.kind.features == ("reader_other",)
+    assert direction_accuracy(reader, [(t, 1) for t in OTHER_REGISTERS])["other"] == 1.0
+    reader.save(tmp_path / "oreader")
+    write_readings(tmp_path / "oreader" / "heldout.json", held)
+
+    home, _, model_dir = _tiny_crm(tmp_path, other_reader=str(tmp_path / "oreader"))
+    model = FastCRM.load(model_dir)
+    # P(other) is read by no trained layer, and loading the reader leaves the training as it was
+    _, _, without = _tiny_crm(tmp_path, "without")
+    state = FastCRM.load(without).state_dict()
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert model.cfg.other == OTHER.features and (model.cfg.other_boost, model.cfg.other_damp) == (64.0, 1.0)
+    texts = ["Write like a sports commentator.", "Use bullet points."]
+    x = criteria_inputs(model, texts, torch.nn.functional.normalize(torch.randn((2, 384)), dim=-1))
+    assert x.shape == (2, 384 + len(model.cfg.lexicon) + 1)
+    p = x[:, -1:]
+    assert p[0] > 0.5 > p[1]
+    floor = reader.cfg.label_smoothing / 2  # what label smoothing trains "none" towards: read as 0
+    q = ((p - floor) / (1 - 2 * floor)).clamp(0, 1)
+    with torch.no_grad():
+        leaning = model.criteria_repr(x)
+        model.cfg.other_boost, model.cfg.other_damp = 0.0, 0.0
+        plain = model.criteria_repr(x)
+        moved = model.criteria_repr(torch.cat([x[:, :-1], 1 - p], -1))
+    # P(other) reaches no trained layer: without the factors it changes nothing
+    for k in ("e", "u", "g", "len"):
+        torch.testing.assert_close(moved[k], plain[k])
+    torch.testing.assert_close(leaning["e"], plain["e"] * (1 + 64.0 * q))
+    torch.testing.assert_close(leaning["u"], plain["u"] * (1 - q))
+    torch.testing.assert_close(leaning["g"], plain["g"] * (1 - q))
+
+    judge = FastJudge(model_dir, home=str(home))
+    assert judge.model.other_reader._tokens()[1] is judge.encoder.model  # one MiniLM in memory
+    got = judge.judge_matrix(_criteria(texts[0]), ["q"], ["And he scores in the final minute!"], ["A goal was made."])
+    assert got.shape == (1,) and 0.0 < got[0] < 1.0
+    shutil.rmtree(model_dir / "other_reader")
+    with pytest.raises(ValueError, match="other_reader/ is missing"):
+        FastCRM.load(model_dir)
+    with pytest.raises(ValueError, match="other-register reader's feature"):
+        FastCRM(FastCRMConfig(other=OTHER.features))

@@ -48,6 +48,12 @@ def register(app: typer.Typer) -> None:
                                                 "training pair uses (repeatable): after training, the style-score "
                                                 "prior's factor is chosen on the dev domain pairs reworded with "
                                                 "them."),
+        other_reader: str = typer.Option("", help="Directory written by `usl train-reader --kind other`: ship its "
+                                                  "reader, whose P(other) (a register no answer scorer knows) "
+                                                  "makes a criterion lean on its cosine term ('' = none)."),
+        other_boost: float = typer.Option(64.0, help="With an other-register reader: a criterion's cosine term is "
+                                                     "multiplied by 1 + OTHER_BOOST * P(other)."),
+        other_damp: float = typer.Option(1.0, help="... and its learned terms by 1 - OTHER_DAMP * P(other)."),
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
@@ -61,7 +67,8 @@ def register(app: typer.Typer) -> None:
                                   distill_criteria_only=distill_criteria_only, register_prefix=register_prefix,
                                   style_scorer=style_scorer, length_reader=length_reader,
                                   domain_reader=domain_reader, score_prior=score_prior,
-                                  tune_wordings=list(tune_wordings))
+                                  tune_wordings=list(tune_wordings), other_reader=other_reader,
+                                  other_boost=other_boost, other_damp=other_damp)
             report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
         typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],
                                "seconds": report["seconds"]}))

@@ -209,11 +209,12 @@ def train_style_command(
 
 def train_reader_command(
         out: str = typer.Option("artifacts/length-reader", "--out", help="Output directory."),
-        kind: str = typer.Option("length", help="What the reader reads: length (shorter, longer or neither) or "
-                                 "domain (academy, business, literature, plain or none)."),
+        kind: str = typer.Option("length", help="What the reader reads: length (shorter, longer or neither), "
+                                 "domain (academy, business, literature, plain or none) or other (a register "
+                                 "none of the domain styles is, or none)."),
         wordings: List[str] = typer.Option([], "--wordings", help="A wordings file written for the reader: a JSON "
-                                           "object of side (concise, detailed, domain_academy, ..., domain_plain "
-                                           "or neutral) -> list of criteria; repeatable."),
+                                           "object of side (concise, detailed, domain_academy, ..., domain_plain, "
+                                           "other or neutral) -> list of criteria; repeatable."),
         test: List[str] = typer.Option([], "--test", help="A wordings file the reader must not train on: its "
                                        "accuracy per side is reported; repeatable."),
         library_seed: int = typer.Option(0, help="Seed of the criteria library's train/held-out split (the --seed "
@@ -244,6 +245,7 @@ def train_reader_command(
         library_held_out,
         library_wordings,
         read_wordings,
+        sides_of,
         write_readings,
     )
 
@@ -251,9 +253,10 @@ def train_reader_command(
         t0 = time.time()
         cfg = ReaderConfig(kind=kind, epochs=epochs, heads=heads, folds=folds, seed=seed)
         lib = library_wordings(library_seed, kind, holdout_family)
-        # a held-out family's side of a wordings file goes too ("concise" is length_concise's side)
-        gone = {KINDS[kind].sides[f] for f in holdout_family if KINDS[kind].sides.get(f)}
-        extra = [x for f in wordings for x in read_wordings(f, kind) if x[1] not in gone]
+        # a held-out family's side of a wordings file goes too ("concise" is length_concise's side), for
+        # every kind of reader: one that reads it as "none" would learn its wordings all the same
+        gone = {side for f in holdout_family for side in sides_of(f)}
+        extra = [x for f in wordings for x in read_wordings(f, kind, skip=gone)]
         tests = {f: read_wordings(f, kind) for f in test}
         # a test wording is never trained on, even where a training file has it in another form: the
         # reader reads what split_sign leaves ("Please, no walls of text." and "Avoid: walls of text")

@@ -1,5 +1,5 @@
 """What a criterion asks for, read by small learned readers of criteria text: one for length, one for
-domain style.
+domain style, one for registers no answer scorer knows.
 
 **Length.** The length flip is the easiest contrast to score (one answer is longer) and the easiest to
 misread: "Penalize responses that include unnecessary elaboration", "If I wanted a long read I'd open a
@@ -14,7 +14,13 @@ for an academic or a business register without naming it. The domain reader says
 domain styles a criterion asks for (academy, business, literature, plain), or none. The fast CRM
 weighs each style's answer scores by these probabilities (``FastCRM``'s style prior).
 
-Both read what ``split_sign`` leaves of a criterion ("Avoid: long answers" -> "long answers").
+**Other registers.** "Write like a sports commentator", "Tone: legal" or "Sound like a celebrity news
+site" ask for a register that none of the four styles is and that no answer scorer was trained on.
+The domain reader reads them as none; the other-register reader says that they ask for some register
+all the same, and the fast CRM then leans on the one signal that reads any register, how close the
+criterion's sentence embedding is to each answer's (``FastCRMConfig.other_boost``).
+
+Each reads what ``split_sign`` leaves of a criterion ("Avoid: long answers" -> "long answers").
 Frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go through a trained
 projection, attention pooling and a small MLP that also sees the keyword features, so it can tell
 when to trust them. A few heads with different seeds are averaged. Everything trained is about 1.4
@@ -24,17 +30,19 @@ MiniLM pass (``share_encoder``), so reading a criterion costs only the heads.
 Training texts: the criteria library's training wordings (the reader's families labelled, the others
 as "none"), plus wordings files written for it (``configs/length_wordings``,
 ``configs/domain_wordings``). The fast CRM is trained on cross-fitted readings of the wordings
-(``fit_reader`` returns them), so it learns how far to trust a reader on wordings it has not seen.
+(``fit_reader`` returns them), so it learns how far to trust a reader on wordings it has not seen
+(the other-register reader's P(other) is read by no trained layer: no training pair asks for such a
+register).
 
-Files in a model directory (``length_reader/``, ``domain_reader/``): ``config.json`` and
-``heads.safetensors``.
+Files in a model directory (``length_reader/``, ``domain_reader/``, ``other_reader/``): ``config.json``
+and ``heads.safetensors``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -62,14 +70,17 @@ class Kind:
 _LENGTH_SIDES = {"concise": 1, "length_concise": 1, "short": 1, "detailed": 2, "length_detailed": 2, "long": 2}
 _DOMAIN_SIDES = {f"{p}{s}": i + 1 for i, s in enumerate(("academy", "business", "literature", "plain"))
                  for p in ("", "domain_")}
+_OTHER_SIDES = {"other": 1, "domain_other": 1}  # a register none of the domain styles is
 _NONE = {"neutral": 0, "neither": 0, "none": 0}
 KINDS = {
     "length": Kind("length", ("neither", "short", "long"),
-                   _NONE | _LENGTH_SIDES | dict.fromkeys(_DOMAIN_SIDES, 0)),
+                   _NONE | _LENGTH_SIDES | dict.fromkeys(_DOMAIN_SIDES | _OTHER_SIDES, 0)),
     "domain": Kind("domain", ("none", "academy", "business", "literature", "plain"),
-                   _NONE | _DOMAIN_SIDES | dict.fromkeys(_LENGTH_SIDES, 0)),
+                   _NONE | _DOMAIN_SIDES | dict.fromkeys(_LENGTH_SIDES | _OTHER_SIDES, 0)),
+    "other": Kind("other", ("none", "other"),
+                  _NONE | _OTHER_SIDES | dict.fromkeys(_LENGTH_SIDES | _DOMAIN_SIDES, 0)),
 }
-LENGTH, DOMAIN = KINDS["length"], KINDS["domain"]
+LENGTH, DOMAIN, OTHER = KINDS["length"], KINDS["domain"], KINDS["other"]
 
 
 @dataclass(frozen=True)
@@ -246,12 +257,12 @@ class CriterionReader:
 
 # -- training data -------------------------------------------------------------------------------
 
-def read_wordings(path: str | Path, kind: str = "length") -> list[tuple[str, int]]:
+def read_wordings(path: str | Path, kind: str = "length", skip: Collection[str] = ()) -> list[tuple[str, int]]:
     """A wordings file: a JSON object whose keys name a side (``concise``/``detailed``, ``short``/``long``,
     ``length_concise``/``length_detailed``; ``domain_academy``, ..., ``domain_plain`` or ``academy``, ...;
-    or ``neutral``) and whose values are lists of criteria. Returns (criterion, label) for a reader of
-    ``kind``, with the label in the criterion's own frame (before ``split_sign``): the other kind's sides
-    are "none" to it."""
+    ``other``, a register none of the domain styles is; or ``neutral``) and whose values are lists of
+    criteria. Returns (criterion, label) for a reader of ``kind``, with the label in the criterion's own
+    frame (before ``split_sign``): the other kinds' sides are "none" to it. Sides in ``skip`` are left out."""
     from usl.data.io import read_json
 
     sides = KINDS[kind].sides
@@ -264,8 +275,16 @@ def read_wordings(path: str | Path, kind: str = "length") -> list[tuple[str, int
             raise ValueError(f"{path}: field {side!r}: not a side ({', '.join(sorted(sides))})")
         if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
             raise ValueError(f"{path}: field {side!r}: expected a list of non-empty strings")
-        out += [(t, sides[side]) for t in texts]
+        if side not in skip:
+            out += [(t, sides[side]) for t in texts]
     return out
+
+
+def sides_of(family: str) -> set[str]:
+    """The keys a wordings file may give a criteria family's side under ("concise" is length_concise's side,
+    "literature" domain_literature's): what a build that holds the family out leaves out of every file."""
+    return {side for kind in KINDS.values() if kind.sides.get(family)
+            for side, label in kind.sides.items() if label == kind.sides[family]}
 
 
 def library_wordings(seed: int, kind: str = "length", holdout: Sequence[str] = ()) -> list[tuple[str, int]]:
@@ -399,7 +418,8 @@ def read_readings(path: str | Path, kind: str = "length") -> dict[str, np.ndarra
 def direction_accuracy(reader: CriterionReader, examples: Sequence[tuple[str, int]]) -> dict[str, float]:
     """How often the reader reads a criterion of one of its classes right, per class (criteria in their
     own frame, as users write them). Length: the sign of P(longer) - P(shorter), turned by a dislike's
-    sign. Domain style: the most likely style, over likes only (a dislike names no one style)."""
+    sign. Domain style: the most likely style, over likes only (a dislike names no one style). A reader of
+    one class (other registers): P(class) > 0.5, over likes only."""
     from usl.crm.fast_model import split_sign
 
     out = {}
@@ -415,6 +435,8 @@ def direction_accuracy(reader: CriterionReader, examples: Sequence[tuple[str, in
         return out
     for side, name in enumerate(reader.kind.labels[1:], start=1):
         items = [r for r, s in (split_sign(t) for t, label in examples if label == side) if s > 0]
-        if items:
+        if items and len(reader.kind.labels) == 2:
+            out[name] = float(np.mean(reader.read(items)[:, 0] > 0.5))
+        elif items:
             out[name] = float(np.mean(reader.read(items).argmax(-1) + 1 == side))
     return out

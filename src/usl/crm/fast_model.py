@@ -35,7 +35,7 @@ from usl.crm.criteria_lexicon import (
     strip_intensifiers,
 )
 from usl.crm.features import FEATURES
-from usl.crm.criterion_reader import DOMAIN, LENGTH, CriterionReader
+from usl.crm.criterion_reader import DOMAIN, LENGTH, OTHER, CriterionReader
 from usl.crm.register import RegisterScorer, RegisterStack, load_registers
 
 AVOID_PREFIX = "avoid:"
@@ -73,24 +73,36 @@ class FastCRMConfig:
     # and a factor on that prior chosen after training on criteria worded as in no training pair
     score_prior: tuple[str, ...] = ()
     score_boost: float = 1.0
+    # the other-register reader's feature (after the domain reader's; read by no trained layer) and how a
+    # criterion it reads as "a register no scorer knows" leans on the one signal that reads any register:
+    # its cosine term times 1 + other_boost * P(other), its learned terms times 1 - other_damp * P(other)
+    other: tuple[str, ...] = ()
+    other_boost: float = 0.0
+    other_damp: float = 0.0
     crit_noise: float = 0.02  # per-dimension Gaussian noise on criterion embeddings while training
 
 
 class FastCRM(nn.Module):
     def __init__(self, cfg: FastCRMConfig, vocab_size: int = 30522,
                  register: RegisterScorer | RegisterStack | None = None, reader: CriterionReader | None = None,
-                 domain_reader: CriterionReader | None = None):
+                 domain_reader: CriterionReader | None = None, other_reader: CriterionReader | None = None):
         super().__init__()
         if bool(cfg.reader) != (reader is not None):
             raise ValueError("FastCRMConfig.reader names the length reader's features: give both or neither")
         if bool(cfg.domain) != (domain_reader is not None):
             raise ValueError("FastCRMConfig.domain names the domain reader's features: give both or neither")
+        if bool(cfg.other) != (other_reader is not None):
+            raise ValueError("FastCRMConfig.other names the other-register reader's feature: give both or neither")
         if cfg.features != FEATURES + (register.names if register else ()) or cfg.n_features != len(cfg.features):
             raise ValueError("FastCRMConfig.features must be the style features, then the register scorer's")
         self.cfg = cfg
         self.register = register  # register and style scores: the last features (register.py); None = none
         self.reader = reader  # reads which way a criterion points on length (criterion_reader.py); None = none
         self.domain_reader = domain_reader  # reads which domain style a criterion asks for; None = none
+        self.other_reader = other_reader  # reads whether it asks for a register no scorer knows; None = none
+        # the probability its label smoothing trained "none" towards: read as 0, and "other" as 1
+        self._other_floor = (other_reader.cfg.label_smoothing / len(other_reader.kind.labels)
+                             if other_reader is not None else 0.0)
         d, F, H = cfg.dim, cfg.n_features, cfg.hidden
         # a criterion: sentence embedding + keyword (+ readers') features
         dc = d + len(cfg.lexicon) + len(cfg.reader) + len(cfg.domain)
@@ -132,8 +144,8 @@ class FastCRM(nn.Module):
 
     @property
     def readers(self) -> tuple[CriterionReader, ...]:
-        """The criterion readers the model has (length, then domain style)."""
-        return tuple(r for r in (self.reader, self.domain_reader) if r is not None)
+        """The criterion readers the model has (length, domain style, other registers)."""
+        return tuple(r for r in (self.reader, self.domain_reader, self.other_reader) if r is not None)
 
     # -- answers -----------------------------------------------------------------------------------
     def answer_repr(self, r: torch.Tensor, feats: torch.Tensor, cos_q: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -146,9 +158,11 @@ class FastCRM(nn.Module):
 
     # -- criteria ----------------------------------------------------------------------------------
     def criteria_repr(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """x (k, d + n_lexicon [+ 2] [+ 4]): sentence embedding, keyword features, then the length reader's
-        P(shorter), P(longer) and the domain reader's P(style) if the model has them -> per-criterion
-        projections."""
+        """x (k, d + n_lexicon [+ 2] [+ 4] [+ 1]): sentence embedding, keyword features, then the length
+        reader's P(shorter), P(longer), the domain reader's P(style) and the other-register reader's P(other)
+        if the model has them -> per-criterion projections."""
+        dc = self.cfg.dim + len(self.cfg.lexicon) + len(self.cfg.reader) + len(self.cfg.domain)
+        x, other = x[:, :dc], x[:, dc:]  # P(other) is read by no trained layer: it only weighs the terms
         e = x[:, :self.cfg.dim]
         if self.training and self.cfg.crit_noise > 0:
             e = nn.functional.normalize(e + self.cfg.crit_noise * torch.randn_like(e), dim=-1)
@@ -168,7 +182,12 @@ class FastCRM(nn.Module):
             length = lex[:, self._lex_long] - lex[:, self._lex_short]
         else:
             length = torch.zeros(x.shape[0], dtype=x.dtype)
-        return {"e": e, "u": self.crit_sem(x), "g": g, "len": length}
+        u = self.crit_sem(x)
+        if self.cfg.other and (self.cfg.other_boost or self.cfg.other_damp):
+            p = ((other[:, :1] - self._other_floor) / (1 - 2 * self._other_floor)).clamp(0, 1)
+            e = e * (1 + self.cfg.other_boost * p)
+            u, g = u * (1 - self.cfg.other_damp * p), g * (1 - self.cfg.other_damp * p)
+        return {"e": e, "u": u, "g": g, "len": length}
 
     def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
@@ -230,9 +249,10 @@ class FastCRM(nn.Module):
         raw["reader"] = tuple(raw.get("reader", ()))
         raw["domain"] = tuple(raw.get("domain", ()))
         raw["score_prior"] = tuple(raw.get("score_prior", ()))
+        raw["other"] = tuple(raw.get("other", ()))
         register = load_registers(p)
         readers = {}
-        for kind, key in ((LENGTH, "reader"), (DOMAIN, "domain")):
+        for kind, key in ((LENGTH, "reader"), (DOMAIN, "domain"), (OTHER, "other")):
             readers[kind.name] = CriterionReader.load(p, kind.name) if raw[key] else None
             if raw[key] and readers[kind.name] is None:
                 raise ValueError(f"{p}: model was trained with a {kind.name} reader, and its {kind.dir}/ is missing")
@@ -245,7 +265,7 @@ class FastCRM(nn.Module):
         if raw["lexicon"] != LEXICON_AXES:
             raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
         model = cls(FastCRMConfig(**raw), vocab_size=vocab, register=register, reader=readers["length"],
-                    domain_reader=readers["domain"])
+                    domain_reader=readers["domain"], other_reader=readers["other"])
         state = load_file(p / "model.safetensors")
         missing = sorted(set(model.state_dict()) - set(state))
         if missing:
@@ -258,9 +278,9 @@ class FastCRM(nn.Module):
 def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
                     readings: dict[str, dict[str, np.ndarray]] | None = None) -> torch.Tensor:
     """A criterion's input row: its sentence embedding, keyword features and, if the model has them, the
-    length reader's P(shorter), P(longer) and the domain reader's P(style). ``readings`` (reader kind ->
-    text -> probabilities) stand in for a reader where given: the cross-fitted readings of its own
-    training texts."""
+    length reader's P(shorter), P(longer), the domain reader's P(style) and the other-register reader's
+    P(other). ``readings`` (reader kind -> text -> probabilities) stand in for a reader where given: the
+    cross-fitted readings of its own training texts."""
     parts = [embeddings, torch.from_numpy(lexicon_matrix(texts))]
     for reader in model.readers:
         known = (readings or {}).get(reader.kind.name, {})

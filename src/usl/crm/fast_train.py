@@ -26,7 +26,7 @@ from usl.crm.answer_bank import AnswerBank
 from usl.crm.criteria_encoder import CriteriaEncoder
 from usl.crm.fast_model import FastCRM, FastCRMConfig, as_tensor, criteria_inputs, split_sign
 from usl.crm.formatting import judged_texts
-from usl.crm.criterion_reader import DOMAIN, LENGTH, CriterionReader, Kind, read_readings
+from usl.crm.criterion_reader import DOMAIN, LENGTH, OTHER, CriterionReader, Kind, read_readings
 from usl.crm.register import RegisterConfig, RegisterStack, fit_register
 from usl.crm.static_embed import StaticEmbedder, fit_idf
 from usl.crm.style_scorer import DIR as STYLE_DIR
@@ -78,6 +78,15 @@ class FastTrainConfig:
         "help": "Directory written by `usl train-reader --kind domain`: its domain reader's P(style) become criterion "
                 "features and weigh the style prior; its cross-fitted readings (heldout.json) stand in for the "
                 "wordings it was trained on. '' = none."})
+    other_reader: str = field(default="", metadata={
+        "help": "Directory written by `usl train-reader --kind other`: its reader's P(other) (a register no answer "
+                "scorer knows) weighs, when judging, a criterion's cosine term against its learned terms "
+                "(other_boost, other_damp). It is read by no trained layer. '' = none."})
+    other_boost: float = field(default=64.0, metadata={
+        "help": "With an other-register reader: a criterion's cosine term is multiplied by "
+                "1 + other_boost * P(other)."})
+    other_damp: float = field(default=1.0, metadata={
+        "help": "... and its learned terms by 1 - other_damp * P(other), in [0, 1]."})
     score_prior: bool = field(default=True, metadata={
         "help": "With a domain reader and style (or register) scores: a criterion's P(style) also weighs that "
                 "style's own score with one learned weight >= 0 (the style-score prior)."})
@@ -93,7 +102,9 @@ class FastTrainConfig:
         for name in ("distill_per_epoch", "distill_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
-        for name in ("add_prob", "drop_prob", "reword_prob"):
+        if self.other_boost < 0:
+            raise ValueError(f"other_boost={self.other_boost}: must be >= 0")
+        for name in ("add_prob", "drop_prob", "reword_prob", "other_damp"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be a probability in [0, 1]")
 
@@ -413,11 +424,14 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     log.info("fast CRM: %d train, %d dev, %d distillation samples", len(train), len(dev), len(distill))
     t0 = time.time()
     # the readers first: a missing or mismatched one fails before minutes of encoding
-    readers: dict[str, CriterionReader | None] = {"length": None, "domain": None}
+    readers: dict[str, CriterionReader | None] = {"length": None, "domain": None, "other": None}
     readings: dict[str, dict[str, np.ndarray]] = {}
     for kind, where in ((LENGTH, cfg.length_reader), (DOMAIN, cfg.domain_reader)):
         if where:
             readers[kind.name], readings[kind.name] = _reader(kind, where, cfg.train)
+    if cfg.other_reader:  # read by no trained layer, it must not change the training either: building its
+        with torch.random.fork_rng():  # heads draws from the seeded generator before their weights load
+            readers["other"], readings["other"] = _reader(OTHER, cfg.other_reader, cfg.train)
     if cfg.tune_wordings and not (cfg.domain_reader and cfg.score_prior):
         raise ValueError("tune_wordings tunes the style-score prior: it needs a domain reader and score_prior")
     pool = _tuning_wordings(cfg.tune_wordings, cfg.train) if cfg.tune_wordings else {}
@@ -438,9 +452,10 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     model = FastCRM(FastCRMConfig(hidden=cfg.hidden, n_features=len(names), features=names,
                                   reader=LENGTH.features if readers["length"] else (),
                                   domain=DOMAIN.features if readers["domain"] else (),
-                                  score_prior=_score_prior(names) if readers["domain"] and cfg.score_prior else ()),
+                                  score_prior=_score_prior(names) if readers["domain"] and cfg.score_prior else (),
+                                  other=OTHER.features if readers["other"] else ()),
                     vocab_size=len(static.idf), register=register, reader=readers["length"],
-                    domain_reader=readers["domain"])
+                    domain_reader=readers["domain"], other_reader=readers["other"])
     model.idf.copy_(torch.from_numpy(static.idf))
     model.feat_mean.copy_(torch.from_numpy(bank.feats.mean(0)))
     model.feat_std.copy_(torch.from_numpy(bank.feats.std(0) + 1e-4))
@@ -511,6 +526,8 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
         model.load_state_dict(best_state)
         encoder.load_state_dict(best_enc)
     tuned = _tune_score_boost(model, bank, encoder, dv, pool, readings, cfg.seed) if pool else None
+    if readers["other"] is not None:  # judging only: no training pair asks for a register no scorer knows
+        model.cfg.other_boost, model.cfg.other_damp = cfg.other_boost, cfg.other_damp
     report = {"config": asdict(cfg), "curve": curve, "best_dev_accuracy": best, "n_train": len(train),
               "n_distill": len(distill), "score_boost": tuned,
               "n_dev": len(dev), "seconds": round(time.time() - t0, 1)}
