@@ -105,7 +105,7 @@ class FastCRM(nn.Module):
                              if other_reader is not None else 0.0)
         d, F, H = cfg.dim, cfg.n_features, cfg.hidden
         # a criterion: sentence embedding + keyword (+ readers') features
-        dc = d + len(cfg.lexicon) + len(cfg.reader) + len(cfg.domain)
+        dc = self._crit_in = d + len(cfg.lexicon) + len(cfg.reader) + len(cfg.domain)  # P(other) comes after
         self.register_buffer("feat_mean", torch.zeros(F))
         self.register_buffer("feat_std", torch.ones(F))
         self.register_buffer("idf", torch.ones(vocab_size))
@@ -161,8 +161,8 @@ class FastCRM(nn.Module):
         """x (k, d + n_lexicon [+ 2] [+ 4] [+ 1]): sentence embedding, keyword features, then the length
         reader's P(shorter), P(longer), the domain reader's P(style) and the other-register reader's P(other)
         if the model has them -> per-criterion projections."""
-        dc = self.cfg.dim + len(self.cfg.lexicon) + len(self.cfg.reader) + len(self.cfg.domain)
-        x, other = x[:, :dc], x[:, dc:]  # P(other) is read by no trained layer: it only weighs the terms
+        # P(other) is read by no trained layer: it only weighs the terms
+        x, other = x[:, :self._crit_in], x[:, self._crit_in:]
         e = x[:, :self.cfg.dim]
         if self.training and self.cfg.crit_noise > 0:
             e = nn.functional.normalize(e + self.cfg.crit_noise * torch.randn_like(e), dim=-1)
