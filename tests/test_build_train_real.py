@@ -59,3 +59,16 @@ def test_eval_files_and_manifest(built):
     pa = a.response_a if a.preference == "model_a" else a.response_b
     pb = b.response_a if b.preference == "model_a" else b.response_b
     assert pa != pb
+
+
+def test_no_board_query_in_the_register_answers_we_wrote():
+    """configs/register_answers.jsonl (answers written in named registers, `usl train-style --registers`) is
+    training data too: its queries are DSP training queries, none of them a board query."""
+    from pathlib import Path
+
+    from usl.crm.style_scorer import read_register_answers
+
+    answers = read_register_answers(Path(__file__).parents[1] / "configs" / "register_answers.jsonl")
+    assert len(answers) >= 100 and all(len(g) == 5 for g in answers.values())
+    guard = load_guard(ROOT)
+    assert [q for q in answers if guard.leaks(q)] == []

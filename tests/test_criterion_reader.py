@@ -445,23 +445,31 @@ def test_other_registers_are_a_side_of_their_own_and_a_held_out_family_leaves_ev
     assert "Write like a poet." not in kept and "Write like a professor." in kept and "Be brief." in kept
 
 
-def test_a_criterion_read_as_another_register_leans_on_its_cosine_term(tmp_path):
+@pytest.fixture(scope="module")
+def other_reader(tmp_path_factory) -> tuple[CriterionReader, Path]:
+    """An other-register reader fitted on the toy wordings, saved with its cross-fitted readings."""
+    examples = in_reader_frame([(t, 1) for t in OTHER_REGISTERS] + [(t, 0) for t in SHORT + NEITHER]
+                               + [(t, 0) for ts in STYLES.values() for t in ts], "other")
+    reader, held = fit_reader(examples, ReaderConfig(kind="other", epochs=40, heads=1, folds=2, lr=3e-3),
+                              crossfit=[t for t, _ in examples])
+    out = tmp_path_factory.mktemp("oreader")
+    reader.save(out)
+    write_readings(out / "heldout.json", held)
+    return reader, out
+
+
+def test_a_criterion_read_as_another_register_leans_on_its_cosine_term(tmp_path, other_reader):
     import torch
 
     from usl.crm.criterion_reader import OTHER
     from usl.crm.fast_model import FastCRM, FastCRMConfig, criteria_inputs
     from usl.judges.fast import FastJudge
 
-    examples = in_reader_frame([(t, 1) for t in OTHER_REGISTERS] + [(t, 0) for t in SHORT + NEITHER]
-                               + [(t, 0) for ts in STYLES.values() for t in ts], "other")
-    reader, held = fit_reader(examples, ReaderConfig(kind="other", epochs=40, heads=1, folds=2, lr=3e-3),
-                              crossfit=[t for t, _ in examples])
+    reader, where = other_reader
     assert reader.kind.features == ("reader_other",)
     assert direction_accuracy(reader, [(t, 1) for t in OTHER_REGISTERS])["other"] == 1.0
-    reader.save(tmp_path / "oreader")
-    write_readings(tmp_path / "oreader" / "heldout.json", held)
 
-    home, _, model_dir = _tiny_crm(tmp_path, other_reader=str(tmp_path / "oreader"))
+    home, _, model_dir = _tiny_crm(tmp_path, other_reader=str(where))
     model = FastCRM.load(model_dir)
     # P(other) is read by no trained layer, and loading the reader leaves the training as it was
     _, _, without = _tiny_crm(tmp_path, "without")
@@ -496,3 +504,50 @@ def test_a_criterion_read_as_another_register_leans_on_its_cosine_term(tmp_path)
         FastCRM.load(model_dir)
     with pytest.raises(ValueError, match="other-register reader's feature"):
         FastCRM(FastCRMConfig(other=OTHER.features))
+
+
+def test_a_register_basis_favours_the_more_registered_answer_only_for_a_criterion_read_as_other(tmp_path, other_reader):
+    from usl.crm.fast_model import FastCRM
+    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.crm.style_scorer import RegisterBasis, StyleScorer, StyleScorerConfig, text_key
+    from usl.judges.fast import FastJudge
+
+    plain, styled, other = "A goal was made.", "And he scores in the final minute!", "Goals were made."
+    # a basis whose scores are all in its known table: no network runs
+    known = {text_key(plain): np.array([0.0, -1.0], np.float32), text_key(styled): np.array([2.0, 3.0], np.float32),
+             text_key(other): np.array([-2.0, -2.0], np.float32)}
+    basis_dir = tmp_path / "basis"
+    StyleScorer(StyleScorerConfig(labels=("register_news", "register_sports")), {}, known=known).save(basis_dir)
+    with pytest.raises(ValueError, match="register_basis needs other_reader"):
+        FastTrainConfig(train=[], register_basis=str(basis_dir))
+
+    home, train, model_dir = _tiny_crm(tmp_path, other_reader=str(other_reader[1]), register_basis=str(basis_dir))
+    _, _, without = _tiny_crm(tmp_path, "without", other_reader=str(other_reader[1]))
+    model = FastCRM.load(model_dir)
+    assert model.cfg.basis == ("basis_register_news", "basis_register_sports") and model.cfg.basis_boost == 32.0
+    assert model.cfg.features == FastCRM.load(without).cfg.features  # the basis is read by no trained layer
+    assert (model_dir / "register_basis" / "known.npz").exists()
+
+    judge, base = FastJudge(model_dir, home=str(home)), FastJudge(without, home=str(home))
+    assert judge.bank.feature_names[-2:] == model.cfg.basis
+    register = _criteria("Write like a sports commentator.")
+    ordinary = _criteria("Use bullet points.")
+    for crit in (register, ordinary):
+        got = judge.judge_matrix(crit, ["q", "q"], [styled, plain], [plain, styled])
+        np.testing.assert_allclose(got[0], 1 - got[1], atol=1e-6)  # still antisymmetric
+    lean = judge.judge_matrix(register, ["q"], [styled], [plain])[0] - base.judge_matrix(register, ["q"], [styled],
+                                                                                          [plain])[0]
+    assert lean > 0.05  # the answer written more strongly in some register gains
+    np.testing.assert_allclose(judge.judge_matrix(ordinary, ["q"], [styled], [plain]),
+                               base.judge_matrix(ordinary, ["q"], [styled], [plain]), atol=1e-3)
+
+    with pytest.raises(ValueError, match="reads a register basis already"):
+        model.attach_basis(RegisterBasis.load(model_dir), 1.0)
+    shutil.rmtree(model_dir / "register_basis")
+    with pytest.raises(ValueError, match="register_basis/ is missing"):
+        FastCRM.load(model_dir)
+    no_registers = tmp_path / "styles"
+    StyleScorer(StyleScorerConfig(labels=("domain_academy",)), {}, known={k: v[:1] for k, v in known.items()}
+                ).save(no_registers)
+    with pytest.raises(ValueError, match="knows no written register"):
+        _tiny_crm(tmp_path, "bad", other_reader=str(other_reader[1]), register_basis=str(no_registers))

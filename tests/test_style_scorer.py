@@ -253,3 +253,34 @@ def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(
         other.write_text("".join(json.dumps(r) + "\n" for r in rows))
         train_fast(FastTrainConfig(train=[str(other)], dev=[str(other)], out=str(tmp_path / "m2"), epochs=1,
                                    batch_size=16, hidden=8, style_scorer=str(style)), Path(home) / "cache")
+
+
+def test_train_style_joins_answers_written_in_registers_to_their_query_and_names_a_bad_line(tmp_path, base):
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+
+    rows = domain_rows(TOPICS)
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    written = [{"query": rows[0]["prompt"], "register": "humorous", "answer": "Kites! Strings attached, jokes free."},
+               {"query": "A query no pair has", "register": "humorous", "answer": "Ha, a kite walks into a bar."},
+               {"query": "A query no pair has", "register": "news", "answer": "Officials confirmed kites fly."}]
+    regs = tmp_path / "regs.jsonl"
+    regs.write_text("".join(json.dumps(w) + "\n" for w in written))
+    out = tmp_path / "basis"
+    args = ["train-style", "--train", str(train), "--base", base, "--epochs", "1", "--folds", "2", "--lora-r", "2",
+            "--max-len", "32"]
+    r = CliRunner().invoke(app, args + ["--registers", str(regs), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output[r.output.index('{"out"'):])
+    assert report["labels"] == list(LABELS) + ["register_humorous", "register_news"]
+    assert (report["register_answers"], report["register_queries_joined"]) == (3, 1)
+    assert report["queries"] == len(TOPICS) + 1  # the new query's two answers make a group of their own
+    assert StyleScorer.load(out).names[-1] == "style_register_news"
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(written[0]) + "\n" + json.dumps({"query": "q", "register": "news"}) + "\n")
+    r = CliRunner().invoke(app, args + ["--registers", str(bad), "--out", str(tmp_path / "b2")])
+    assert r.exit_code == 2 and "bad.jsonl:2" in r.output and "'answer'" in r.output
+    assert not (tmp_path / "b2").exists()

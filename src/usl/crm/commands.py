@@ -124,6 +124,11 @@ def train_style_command(
                                         "whose criteria family starts with --prefix are the styled answers."),
         out: str = typer.Option("artifacts/style-scorer", "--out", help="Output directory."),
         prefix: str = typer.Option("domain_", help="Criteria families that name an answer's style."),
+        registers: List[str] = typer.Option([], "--registers", help="Answers written in named registers (JSONL: "
+                                            "query, register, answer; e.g. configs/register_answers.jsonl), "
+                                            "labelled register_<register> beside the styles of --train's "
+                                            "answers to the same query: a register basis for `usl train-fast "
+                                            "--register-basis`; repeatable."),
         known: List[str] = typer.Option([], "--known", help="Answer texts to score and keep in the scorer's shipped "
                                         "table (a board's answers): a JSON list (.gz, .xz ok), keys+texts, or "
                                         "the answers of a paper-format JSONL; repeatable."),
@@ -173,6 +178,20 @@ def train_style_command(
         groups = styled_answer_groups(samples, prefix)
         if not groups:
             raise ValueError(f"no pairs with a criteria family starting with {prefix!r} in {', '.join(train)}")
+        n_registers = n_joined = 0
+        if registers:
+            from usl.crm.style_scorer import read_register_answers
+
+            by_query = {q: g for g, q in zip(groups, styled_answer_groups(samples, prefix, queries=True))}
+            for f in registers:
+                for q, written in read_register_answers(f).items():
+                    n_registers += len(written)
+                    if q in by_query:
+                        n_joined += 1
+                        by_query[q] |= written
+                    else:
+                        by_query[q] = dict(written)
+                        groups.append(by_query[q])
         sets = {}
         for name, files in (("known", known), ("score", score)):
             keys, texts = [], []
@@ -200,7 +219,8 @@ def train_style_command(
             write_table(o / "scores.npz", tables["score"])
         elif (o / "scores.npz").exists():  # left by an earlier run: another model's scores
             (o / "scores.npz").unlink()
-        report = {"out": out, "labels": list(cfg.labels), "queries": len(groups), "heldout": len(held),
+        report = {"out": out, "labels": list(cfg.labels), "queries": len(groups),
+                  "register_answers": n_registers, "register_queries_joined": n_joined, "heldout": len(held),
                   "known": len(tables["known"]), "scored": len(tables["score"]), "device": device,
                   "seconds": round(time.time() - t0, 1)}
         (o / "training.json").write_text(json.dumps(report | {"train": list(train)}, indent=2))

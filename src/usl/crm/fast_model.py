@@ -79,6 +79,11 @@ class FastCRMConfig:
     other: tuple[str, ...] = ()
     other_boost: float = 0.0
     other_damp: float = 0.0
+    # the register basis's scores (the last answer columns, read by no trained layer) and how much a criterion
+    # read as "a register no scorer knows" favours the answer written more strongly in some register: the
+    # mean of its standardised basis scores, times basis_boost * P(other)
+    basis: tuple[str, ...] = ()
+    basis_boost: float = 0.0
     crit_noise: float = 0.02  # per-dimension Gaussian noise on criterion embeddings while training
 
 
@@ -93,8 +98,12 @@ class FastCRM(nn.Module):
             raise ValueError("FastCRMConfig.domain names the domain reader's features: give both or neither")
         if bool(cfg.other) != (other_reader is not None):
             raise ValueError("FastCRMConfig.other names the other-register reader's feature: give both or neither")
-        if cfg.features != FEATURES + (register.names if register else ()) or cfg.n_features != len(cfg.features):
-            raise ValueError("FastCRMConfig.features must be the style features, then the register scorer's")
+        if (cfg.features + cfg.basis != FEATURES + (register.names if register else ())
+                or cfg.n_features != len(cfg.features)):
+            raise ValueError("FastCRMConfig.features must be the style features, then the register scorer's "
+                             "(and FastCRMConfig.basis the register basis's, last)")
+        if cfg.basis and not cfg.other:
+            raise ValueError("FastCRMConfig.basis needs an other-register reader: P(other) weighs it")
         self.cfg = cfg
         self.register = register  # register and style scores: the last features (register.py); None = none
         self.reader = reader  # reads which way a criterion points on length (criterion_reader.py); None = none
@@ -108,6 +117,9 @@ class FastCRM(nn.Module):
         dc = self._crit_in = d + len(cfg.lexicon) + len(cfg.reader) + len(cfg.domain)  # P(other) comes after
         self.register_buffer("feat_mean", torch.zeros(F))
         self.register_buffer("feat_std", torch.ones(F))
+        if cfg.basis:  # standardises the register basis's scores (over the answers of its known table)
+            self.register_buffer("basis_mean", torch.zeros(len(cfg.basis)))
+            self.register_buffer("basis_std", torch.ones(len(cfg.basis)))
         self.register_buffer("idf", torch.ones(vocab_size))
         self.crit_sem = nn.Sequential(nn.Linear(dc, H), nn.GELU(), nn.Linear(H, H))
         self.resp_sem = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F, H), nn.GELU(), nn.Linear(H, H))
@@ -149,11 +161,16 @@ class FastCRM(nn.Module):
 
     # -- answers -----------------------------------------------------------------------------------
     def answer_repr(self, r: torch.Tensor, feats: torch.Tensor, cos_q: torch.Tensor) -> dict[str, torch.Tensor]:
-        """r (N, d), feats (N, F) raw, cos_q (N,) -> the criteria-independent part, cacheable."""
-        f = (feats - self.feat_mean) / self.feat_std
+        """r (N, d), feats (N, F [+ basis]) raw, cos_q (N,) -> the criteria-independent part, cacheable."""
+        F = self.cfg.n_features
+        f = (feats[:, :F] - self.feat_mean) / self.feat_std
         f = f.clamp(-6, 6)
         rf = torch.cat([r, f], -1)
-        return {"r": r, "f": f, "z": self.resp_sem(rf),
+        if self.cfg.basis:  # how strongly the answer is written in some register: its mean standardised score
+            v = ((feats[:, F:] - self.basis_mean) / self.basis_std).clamp(-6, 6).mean(-1)
+        else:
+            v = torch.zeros(feats.shape[0], dtype=feats.dtype)
+        return {"r": r, "f": f, "z": self.resp_sem(rf), "v": v,
                 "quality": self.quality(torch.cat([rf, cos_q[:, None]], -1)).squeeze(-1)}
 
     # -- criteria ----------------------------------------------------------------------------------
@@ -183,16 +200,20 @@ class FastCRM(nn.Module):
         else:
             length = torch.zeros(x.shape[0], dtype=x.dtype)
         u = self.crit_sem(x)
-        if self.cfg.other and (self.cfg.other_boost or self.cfg.other_damp):
+        b = torch.zeros(x.shape[0], dtype=x.dtype)
+        if self.cfg.other and (self.cfg.other_boost or self.cfg.other_damp or self.cfg.basis_boost):
             p = ((other[:, :1] - self._other_floor) / (1 - 2 * self._other_floor)).clamp(0, 1)
             e = e * (1 + self.cfg.other_boost * p)
             u, g = u * (1 - self.cfg.other_damp * p), g * (1 - self.cfg.other_damp * p)
-        return {"e": e, "u": u, "g": g, "len": length}
+            if self.cfg.basis:
+                b = self.cfg.basis_boost * p[:, 0]
+        return {"e": e, "u": u, "g": g, "len": length, "b": b}
 
     def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
         prior = nn.functional.softplus(self.gamma) * C["len"][:, None] * A["f"][None, :, self._f_len]
-        return C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior
+        basis = C["b"][:, None] * A["v"][None, :]
+        return C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior + basis
 
     # -- pairs (training and judging) --------------------------------------------------------------
     def pair_logits(self, C: dict, A: dict, a_idx: torch.Tensor, b_idx: torch.Tensor,
@@ -214,13 +235,34 @@ class FastCRM(nn.Module):
         df = A["f"][pa] - A["f"][pb]
         dr = A["r"][pa] - A["r"][pb]
         prior = nn.functional.softplus(self.gamma) * C["len"][crit_idx] * df[:, self._f_len]
-        per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1) + prior)
+        basis = C["b"][crit_idx] * (A["v"][pa] - A["v"][pb])
+        per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1) + prior + basis)
         total = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, per)
         count = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, torch.ones_like(per))
         quality = self.beta * (A["quality"][a_idx] - A["quality"][b_idx])
         if held is not None:
             quality = torch.where(held, quality.detach(), quality)
         return total / count.clamp(min=1) + quality
+
+    def attach_basis(self, basis, boost: float) -> None:
+        """Read a register basis (``style_scorer.RegisterBasis``) for criteria the other-register reader
+        reads as other: after training, since no training pair asks for such a register. Its scores are
+        standardised over the answers of its known table (a board's)."""
+        if not self.cfg.other:
+            raise ValueError("a register basis needs an other-register reader (`usl train-fast --other-reader`)")
+        if self.cfg.basis:
+            raise ValueError("this model reads a register basis already")
+        if boost < 0:
+            raise ValueError(f"basis_boost={boost}: must be >= 0")
+        if len(basis.known) < 2:
+            raise ValueError("the register basis has no known table to standardise its scores with (train it "
+                             "with `usl train-style --known`)")
+        table = torch.from_numpy(np.stack(list(basis.known.values())).astype(np.float32))
+        parts = list(self.register.parts) if isinstance(self.register, RegisterStack) else [self.register]
+        self.register = RegisterStack([p for p in parts if p is not None] + [basis])
+        self.cfg.basis, self.cfg.basis_boost = basis.names, float(boost)
+        self.register_buffer("basis_mean", table.mean(0))
+        self.register_buffer("basis_std", table.std(0) + 1e-4)
 
     # -- persistence -------------------------------------------------------------------------------
     def save(self, out_dir: str | Path, extra: dict | None = None) -> None:
@@ -250,16 +292,18 @@ class FastCRM(nn.Module):
         raw["domain"] = tuple(raw.get("domain", ()))
         raw["score_prior"] = tuple(raw.get("score_prior", ()))
         raw["other"] = tuple(raw.get("other", ()))
+        raw["basis"] = tuple(raw.get("basis", ()))
         register = load_registers(p)
         readers = {}
         for kind, key in ((LENGTH, "reader"), (DOMAIN, "domain"), (OTHER, "other")):
             readers[kind.name] = CriterionReader.load(p, kind.name) if raw[key] else None
             if raw[key] and readers[kind.name] is None:
                 raise ValueError(f"{p}: model was trained with a {kind.name} reader, and its {kind.dir}/ is missing")
-        if raw["features"] != FEATURES + (register.names if register else ()):
+        if raw["features"] + raw["basis"] != FEATURES + (register.names if register else ()):
             have = set(register.names if register else ())
-            lost = [f for prefix, f in (("register_", "register.npz"), ("style_", "style_scorer/"))
-                    if any(n.startswith(prefix) and n not in have for n in raw["features"])]
+            lost = [f for prefix, f in (("register_", "register.npz"), ("style_", "style_scorer/"),
+                                        ("basis_", "register_basis/"))
+                    if any(n.startswith(prefix) and n not in have for n in raw["features"] + raw["basis"])]
             raise ValueError(f"{p}: model was trained with other style features"
                              f"{f' (or its {lost[0]} is missing)' if lost else ''}; retrain it")
         if raw["lexicon"] != LEXICON_AXES:

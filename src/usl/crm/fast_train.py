@@ -30,7 +30,7 @@ from usl.crm.criterion_reader import DOMAIN, LENGTH, OTHER, CriterionReader, Kin
 from usl.crm.register import RegisterConfig, RegisterStack, fit_register
 from usl.crm.static_embed import StaticEmbedder, fit_idf
 from usl.crm.style_scorer import DIR as STYLE_DIR
-from usl.crm.style_scorer import StyleScorer, read_table, text_key
+from usl.crm.style_scorer import RegisterBasis, StyleScorer, read_table, text_key
 from usl.data.paper_jsonl import read_samples
 from usl.types import DataError, PreferenceSample
 
@@ -87,6 +87,13 @@ class FastTrainConfig:
                 "1 + other_boost * P(other)."})
     other_damp: float = field(default=1.0, metadata={
         "help": "... and its learned terms by 1 - other_damp * P(other), in [0, 1]."})
+    register_basis: str = field(default="", metadata={
+        "help": "Directory written by `usl train-style --registers ... --known ...`: with an other-register "
+                "reader, a criterion read as other also favours the answer written more strongly in some register "
+                "(the mean of its standardised basis scores, times basis_boost * P(other)). Attached after "
+                "training: it changes no trained weight. '' = none."})
+    basis_boost: float = field(default=32.0, metadata={
+        "help": "With a register basis: the weight of its term for a criterion read as other."})
     score_prior: bool = field(default=True, metadata={
         "help": "With a domain reader and style (or register) scores: a criterion's P(style) also weighs that "
                 "style's own score with one learned weight >= 0 (the style-score prior)."})
@@ -102,8 +109,11 @@ class FastTrainConfig:
         for name in ("distill_per_epoch", "distill_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
-        if self.other_boost < 0:
-            raise ValueError(f"other_boost={self.other_boost}: must be >= 0")
+        for name in ("other_boost", "basis_boost"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
+        if self.register_basis and not self.other_reader:
+            raise ValueError("register_basis needs other_reader: the other-register reader's P(other) weighs it")
         for name in ("add_prob", "drop_prob", "reword_prob", "other_damp"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be a probability in [0, 1]")
@@ -207,9 +217,10 @@ def _read_distill(path: str) -> list[PreferenceSample]:
     return samples
 
 
-def styled_answer_groups(samples: list[PreferenceSample], prefix: str) -> list[dict[str, str]]:
+def styled_answer_groups(samples: list[PreferenceSample], prefix: str, queries: bool = False) -> list:
     """One dict family -> answer text per query, from the winners of pairs whose criteria family starts
-    with ``prefix`` (a domain-style pair is won by the answer written in the criteria's style)."""
+    with ``prefix`` (a domain-style pair is won by the answer written in the criteria's style); with
+    ``queries``, the queries of those dicts instead, in their order."""
     groups: dict[str, dict[str, str]] = {}
     for s in samples:
         family = str(s.meta_value("family", ""))
@@ -218,7 +229,7 @@ def styled_answer_groups(samples: list[PreferenceSample], prefix: str) -> list[d
         q, ra, rb = judged_texts(s.prompt, s.model_a, s.model_b)
         # keyed by the query: `group` names a pair, and one answer is in several pairs
         groups.setdefault(q, {})[family] = ra if s.preference == "model_a" else rb
-    return [g for g in groups.values() if len(g) > 1]
+    return [q if queries else g for q, g in groups.items() if len(g) > 1]
 
 
 def _register(samples: list[PreferenceSample], cfg: FastTrainConfig) -> tuple[RegisterStack | None, dict]:
@@ -416,6 +427,21 @@ def evaluate(model: FastCRM, bank: AnswerBank, E: torch.Tensor, enc: _Encoded) -
             "n": int(mask.sum()), "by_source": {k: float(np.mean(v)) for k, v in sorted(by_src.items())}}
 
 
+def _register_basis(where: str) -> RegisterBasis:
+    """The style scorer of a `usl train-style --registers` directory, as a register basis (checked before
+    any training: it is attached after)."""
+    scorer = StyleScorer.load(where)
+    if scorer is None:
+        raise FileNotFoundError(f"{where}: no {STYLE_DIR}/ (write one with `usl train-style --registers`)")
+    if not any(label.startswith("register_") for label in scorer.cfg.labels):
+        raise ValueError(f"{where}: its style scorer knows no written register ({', '.join(scorer.cfg.labels)}); "
+                         "train it with `usl train-style --registers configs/register_answers.jsonl`")
+    if len(scorer.known) < 2:
+        raise ValueError(f"{where}: its style scorer has no known table to standardise its scores with; train it "
+                         "with `usl train-style --known` (a board's answers)")
+    return RegisterBasis.of(scorer)
+
+
 def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     torch.manual_seed(cfg.seed)
     train = [s for f in cfg.train for s in read_samples(f)]
@@ -432,6 +458,7 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     if cfg.other_reader:  # read by no trained layer, it must not change the training either: building its
         with torch.random.fork_rng():  # heads draws from the seeded generator before their weights load
             readers["other"], readings["other"] = _reader(OTHER, cfg.other_reader, cfg.train)
+    basis = _register_basis(cfg.register_basis) if cfg.register_basis else None
     if cfg.tune_wordings and not (cfg.domain_reader and cfg.score_prior):
         raise ValueError("tune_wordings tunes the style-score prior: it needs a domain reader and score_prior")
     pool = _tuning_wordings(cfg.tune_wordings, cfg.train) if cfg.tune_wordings else {}
@@ -528,6 +555,8 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     tuned = _tune_score_boost(model, bank, encoder, dv, pool, readings, cfg.seed) if pool else None
     if readers["other"] is not None:  # judging only: no training pair asks for a register no scorer knows
         model.cfg.other_boost, model.cfg.other_damp = cfg.other_boost, cfg.other_damp
+    if basis is not None:
+        model.attach_basis(basis, cfg.basis_boost)
     report = {"config": asdict(cfg), "curve": curve, "best_dev_accuracy": best, "n_train": len(train),
               "n_distill": len(distill), "score_boost": tuned,
               "n_dev": len(dev), "seconds": round(time.time() - t0, 1)}

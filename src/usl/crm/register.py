@@ -170,7 +170,7 @@ def fit_register(groups: Sequence[Mapping[str, str]], cfg: RegisterConfig,
 
 class RegisterStack:
     """The answer scorers a fast CRM reads, side by side: the n-gram register scorer's scores, then
-    the style scorer's (``style_scorer.py``), each where the model has one."""
+    the style scorer's (``style_scorer.py``), then the register basis's, each where the model has one."""
 
     def __init__(self, parts: Sequence):
         if not parts:
@@ -201,7 +201,7 @@ class RegisterStack:
 
 def load_registers(path: str | Path) -> RegisterStack | None:
     """The answer scorers saved with a model (``path`` is the model directory), or None."""
-    from usl.crm.style_scorer import StyleScorer
+    from usl.crm.style_scorer import RegisterBasis, StyleScorer
 
-    parts = [p for p in (RegisterScorer.load(path), StyleScorer.load(path)) if p is not None]
+    parts = [p for p in (RegisterScorer.load(path), StyleScorer.load(path), RegisterBasis.load(path)) if p is not None]
     return RegisterStack(parts) if parts else None

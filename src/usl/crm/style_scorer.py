@@ -47,6 +47,7 @@ from usl.crm.register import weights_fingerprint
 log = logging.getLogger(__name__)
 
 DIR = "style_scorer"
+BASIS_DIR = "register_basis"
 KNOWN = "known.npz"
 TARGETS = ("query", "key", "value", "dense")
 
@@ -144,6 +145,9 @@ def _pooled_scores(tok, enc, head, texts: Sequence[str], max_len: int, device: s
 class StyleScorer:
     """``scores(texts)`` -> (n, len(labels)) float32: one style score per label."""
 
+    dir = DIR  # where it is saved in a model directory
+    prefix = "style_"  # of its answer features' names
+
     def __init__(self, cfg: StyleScorerConfig, state: Mapping[str, object], base_path: str | None = None,
                  known: Mapping[bytes, np.ndarray] | None = None):
         self.cfg = cfg
@@ -157,7 +161,7 @@ class StyleScorer:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return self.cfg.names
+        return tuple(self.prefix + label for label in self.cfg.labels)
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -235,7 +239,7 @@ class StyleScorer:
 
     # -- the disk cache of computed scores --------------------------------------------------------
     def _cache_file(self) -> Path | None:
-        return self.cache_dir / f"style_{self.fingerprint}.npz" if self.cache_dir else None
+        return self.cache_dir / f"{self.prefix}{self.fingerprint}.npz" if self.cache_dir else None
 
     def _disk_cache(self) -> dict[bytes, np.ndarray]:
         if self._cache is None:
@@ -262,7 +266,7 @@ class StyleScorer:
         import torch
         from safetensors.torch import save_file
 
-        out = Path(out_dir) / DIR
+        out = Path(out_dir) / self.dir
         out.mkdir(parents=True, exist_ok=True)
         save_file({k: v.to(torch.float16).contiguous() for k, v in self.state.items()}, out / "weights.safetensors")
         (out / "config.json").write_text(json.dumps(asdict(self.cfg), indent=2))
@@ -274,7 +278,7 @@ class StyleScorer:
     @classmethod
     def load(cls, path: str | Path, base_path: str | None = None) -> StyleScorer | None:
         """The scorer saved with a model (``path`` is the model directory), or None if it has none."""
-        d = Path(path) / DIR
+        d = Path(path) / cls.dir
         if not d.exists():
             return None
         try:
@@ -287,6 +291,23 @@ class StyleScorer:
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{d}: unreadable style scorer ({e}); retrain it with `usl train-style`") from e
         return cls(cfg, state, base_path=base_path, known=known)
+
+
+class RegisterBasis(StyleScorer):
+    """A style scorer fitted on many registers: DSP's domain styles and those of the answers we wrote
+    ourselves (``configs/register_answers.jsonl``: humorous, news report, legal, for children, ...),
+    by ``usl train-style --registers``. The fast CRM reads it for a criterion that asks for a register
+    no scorer knows (``fast_model.py``): the mean of an answer's standardised scores says how strongly
+    it is written in some register rather than in none, which carries over to registers it never saw
+    (``MODEL_CARD.md``). Saved in a model directory as ``register_basis/``; its features are
+    ``basis_<label>``, after every trained one."""
+
+    dir = BASIS_DIR
+    prefix = "basis_"
+
+    @classmethod
+    def of(cls, scorer: StyleScorer) -> RegisterBasis:
+        return cls(scorer.cfg, scorer.state, base_path=scorer.base_path, known=scorer.known)
 
 
 def write_table(path: Path, table: Mapping[bytes, np.ndarray]) -> None:
@@ -365,6 +386,35 @@ def combine_dirs(dirs: Sequence[str | Path], out: str | Path) -> StyleScorer:
         elif (o / name).exists():
             (o / name).unlink()
     return combined
+
+
+def read_register_answers(path: str | Path) -> dict[str, dict[str, str]]:
+    """Answers written in named registers, a JSON object a line with "query", "register" and "answer"
+    -> query -> {"register_<register>": answer}. Errors name the file, the line and the field."""
+    out: dict[str, dict[str, str]] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from e
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{n}: expected an object with query, register and answer")
+            for key in ("query", "register", "answer"):
+                if not isinstance(row.get(key), str) or not row[key].strip():
+                    raise ValueError(f"{path}:{n}: field {key!r} must be a non-empty string")
+            if not row["register"].replace("_", "").isalnum():
+                raise ValueError(f"{path}:{n}: field 'register' {row['register']!r}: letters, digits and _ only")
+            label = f"register_{row['register']}"
+            group = out.setdefault(row["query"], {})
+            if label in group:
+                raise ValueError(f"{path}:{n}: a second {row['register']!r} answer to the query {row['query']!r}")
+            group[label] = row["answer"]
+    if not out:
+        raise ValueError(f"{path}: no answers")
+    return out
 
 
 # -- fitting ---------------------------------------------------------------------------------------
