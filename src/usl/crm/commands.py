@@ -157,7 +157,7 @@ def train_style_command(
     from usl.crm.style_scorer import StyleScorerConfig, fit_style, text_key, write_table
 
     with user_errors():
-        from usl.crm.fast_train import styled_answer_groups
+        from usl.crm.fast_train import styled_answers_by_query
         from usl.data.paper_jsonl import read_samples
 
         t0 = time.time()
@@ -175,23 +175,19 @@ def train_style_command(
         if not train:
             raise ValueError("usl train-style needs --train (or --combine)")
         samples = [s for f in train for s in read_samples(f)]
-        groups = styled_answer_groups(samples, prefix)
-        if not groups:
+        by_query = styled_answers_by_query(samples, prefix)
+        if not by_query:
             raise ValueError(f"no pairs with a criteria family starting with {prefix!r} in {', '.join(train)}")
         n_registers = n_joined = 0
         if registers:
             from usl.crm.style_scorer import read_register_answers
 
-            by_query = {q: g for g, q in zip(groups, styled_answer_groups(samples, prefix, queries=True))}
             for f in registers:
                 for q, written in read_register_answers(f).items():
                     n_registers += len(written)
-                    if q in by_query:
-                        n_joined += 1
-                        by_query[q] |= written
-                    else:
-                        by_query[q] = dict(written)
-                        groups.append(by_query[q])
+                    n_joined += q in by_query
+                    by_query[q] = by_query.get(q, {}) | written
+        groups = list(by_query.values())
         sets = {}
         for name, files in (("known", known), ("score", score)):
             keys, texts = [], []

@@ -212,8 +212,8 @@ class FastCRM(nn.Module):
     def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
         prior = nn.functional.softplus(self.gamma) * C["len"][:, None] * A["f"][None, :, self._f_len]
-        basis = C["b"][:, None] * A["v"][None, :]
-        return C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior + basis
+        S = C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior
+        return S + C["b"][:, None] * A["v"][None, :] if self.cfg.basis else S
 
     # -- pairs (training and judging) --------------------------------------------------------------
     def pair_logits(self, C: dict, A: dict, a_idx: torch.Tensor, b_idx: torch.Tensor,
@@ -235,8 +235,9 @@ class FastCRM(nn.Module):
         df = A["f"][pa] - A["f"][pb]
         dr = A["r"][pa] - A["r"][pb]
         prior = nn.functional.softplus(self.gamma) * C["len"][crit_idx] * df[:, self._f_len]
-        basis = C["b"][crit_idx] * (A["v"][pa] - A["v"][pb])
-        per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1) + prior + basis)
+        if self.cfg.basis:
+            prior = prior + C["b"][crit_idx] * (A["v"][pa] - A["v"][pb])
+        per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1) + prior)
         total = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, per)
         count = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, torch.ones_like(per))
         quality = self.beta * (A["quality"][a_idx] - A["quality"][b_idx])
@@ -254,9 +255,6 @@ class FastCRM(nn.Module):
             raise ValueError("this model reads a register basis already")
         if boost < 0:
             raise ValueError(f"basis_boost={boost}: must be >= 0")
-        if len(basis.known) < 2:
-            raise ValueError("the register basis has no known table to standardise its scores with (train it "
-                             "with `usl train-style --known`)")
         table = torch.from_numpy(np.stack(list(basis.known.values())).astype(np.float32))
         parts = list(self.register.parts) if isinstance(self.register, RegisterStack) else [self.register]
         self.register = RegisterStack([p for p in parts if p is not None] + [basis])

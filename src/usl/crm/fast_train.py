@@ -217,10 +217,10 @@ def _read_distill(path: str) -> list[PreferenceSample]:
     return samples
 
 
-def styled_answer_groups(samples: list[PreferenceSample], prefix: str, queries: bool = False) -> list:
-    """One dict family -> answer text per query, from the winners of pairs whose criteria family starts
-    with ``prefix`` (a domain-style pair is won by the answer written in the criteria's style); with
-    ``queries``, the queries of those dicts instead, in their order."""
+def styled_answers_by_query(samples: list[PreferenceSample], prefix: str) -> dict[str, dict[str, str]]:
+    """query -> {family: answer text}, from the winners of pairs whose criteria family starts with
+    ``prefix`` (a domain-style pair is won by the answer written in the criteria's style); queries with
+    answers in two styles or more."""
     groups: dict[str, dict[str, str]] = {}
     for s in samples:
         family = str(s.meta_value("family", ""))
@@ -229,7 +229,12 @@ def styled_answer_groups(samples: list[PreferenceSample], prefix: str, queries: 
         q, ra, rb = judged_texts(s.prompt, s.model_a, s.model_b)
         # keyed by the query: `group` names a pair, and one answer is in several pairs
         groups.setdefault(q, {})[family] = ra if s.preference == "model_a" else rb
-    return [q if queries else g for q, g in groups.items() if len(g) > 1]
+    return {q: g for q, g in groups.items() if len(g) > 1}
+
+
+def styled_answer_groups(samples: list[PreferenceSample], prefix: str) -> list[dict[str, str]]:
+    """The dicts of ``styled_answers_by_query``: one family -> answer text per query."""
+    return list(styled_answers_by_query(samples, prefix).values())
 
 
 def _register(samples: list[PreferenceSample], cfg: FastTrainConfig) -> tuple[RegisterStack | None, dict]:
@@ -433,13 +438,10 @@ def _register_basis(where: str) -> RegisterBasis:
     scorer = StyleScorer.load(where)
     if scorer is None:
         raise FileNotFoundError(f"{where}: no {STYLE_DIR}/ (write one with `usl train-style --registers`)")
-    if not any(label.startswith("register_") for label in scorer.cfg.labels):
-        raise ValueError(f"{where}: its style scorer knows no written register ({', '.join(scorer.cfg.labels)}); "
-                         "train it with `usl train-style --registers configs/register_answers.jsonl`")
-    if len(scorer.known) < 2:
-        raise ValueError(f"{where}: its style scorer has no known table to standardise its scores with; train it "
-                         "with `usl train-style --known` (a board's answers)")
-    return RegisterBasis.of(scorer)
+    try:
+        return RegisterBasis.of(scorer)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from e
 
 
 def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:

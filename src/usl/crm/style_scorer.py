@@ -66,10 +66,6 @@ class StyleScorerConfig:
     seed: int = 0
     members: int = 1           # scorers averaged (``combine_dirs``)
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(f"style_{label}" for label in self.labels)
-
     def __post_init__(self) -> None:
         if not self.labels:
             raise ValueError("style scorer: no labels")
@@ -307,6 +303,14 @@ class RegisterBasis(StyleScorer):
 
     @classmethod
     def of(cls, scorer: StyleScorer) -> RegisterBasis:
+        """A fitted style scorer as a basis: it must know written registers, and have a known table (a
+        board's answers) for the fast CRM to standardise its scores with."""
+        if not any(label.startswith("register_") for label in scorer.cfg.labels):
+            raise ValueError(f"its style scorer knows no written register ({', '.join(scorer.cfg.labels)}); train "
+                             "it with `usl train-style --registers configs/register_answers.jsonl`")
+        if len(scorer.known) < 2:
+            raise ValueError("its style scorer has no known table to standardise its scores with; train it with "
+                             "`usl train-style --known` (a board's answers)")
         return cls(scorer.cfg, scorer.state, base_path=scorer.base_path, known=scorer.known)
 
 
