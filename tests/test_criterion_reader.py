@@ -551,3 +551,46 @@ def test_a_register_basis_favours_the_more_registered_answer_only_for_a_criterio
                 ).save(no_registers)
     with pytest.raises(ValueError, match="knows no written register"):
         _tiny_crm(tmp_path, "bad", other_reader=str(other_reader[1]), register_basis=str(no_registers))
+
+
+def test_a_criterion_read_as_a_known_style_or_a_length_wish_does_not_lean_as_another_register(
+        tmp_path, other_reader, reader_and_held):
+    import torch
+
+    from usl.crm.fast_model import FastCRM, criteria_inputs
+    from usl.crm.fast_train import FastTrainConfig
+
+    (length, held), _ = reader_and_held
+    length_dir = tmp_path / "lreader"
+    length.save(length_dir)
+    write_readings(length_dir / "heldout.json", held)
+    _, domain_dir = _domain_reader(tmp_path)
+    with pytest.raises(ValueError, match="other_gate needs other_reader"):
+        FastTrainConfig(train=[], other_reader=str(other_reader[1]), other_gate=True)
+    _, _, model_dir = _tiny_crm(tmp_path, other_reader=str(other_reader[1]), domain_reader=str(domain_dir),
+                                length_reader=str(length_dir), other_gate=True)
+    model = FastCRM.load(model_dir)
+    assert model.cfg.other_gate
+
+    texts = ["Write like a sports commentator.", "Write like a poet.", "Keep it short."]
+    x = criteria_inputs(model, texts, torch.nn.functional.normalize(torch.randn((3, 384)), dim=-1))
+    x = torch.cat([x[:, :-1], torch.full((3, 1), 0.9)], -1)  # each read as another register, say
+    with torch.no_grad():
+        gated = model.criteria_repr(x)
+        model.cfg.other_gate = False
+        ungated = model.criteria_repr(x)
+        model.cfg.other_boost = model.cfg.other_damp = 0.0
+        plain = model.criteria_repr(x)
+    at = 384 + len(model.cfg.lexicon)
+    f = other_reader[0].cfg.label_smoothing / 2
+    q = (0.9 - f) / (1 - 2 * f)
+    fl, fd = length.cfg.label_smoothing / 3, other_reader[0].cfg.label_smoothing / 5  # the readers' floors
+    no_length = ((1 - x[:, at:at + 2].sum(-1) - fl) / (1 - 3 * fl)).clamp(0, 1)
+    no_style = ((1 - x[:, at + 2:-1].sum(-1) - fd) / (1 - 5 * fd)).clamp(0, 1)
+    gate = no_style * (2 * no_length).clamp(max=1)
+    torch.testing.assert_close(gated["e"], plain["e"] * (1 + 64 * q * gate)[:, None])
+    torch.testing.assert_close(gated["u"], plain["u"] * (1 - q * gate)[:, None])
+    torch.testing.assert_close(ungated["e"], plain["e"] * (1 + 64 * q))
+    # the poet is a style the domain reader knows and "Keep it short." a length wish: they barely lean; the
+    # commentator, a register neither reader knows, still does (the toy domain reader is unsure of it)
+    assert gate[1] < 0.05 and gate[2] < 0.05 and gate[0] > 0.3, gate

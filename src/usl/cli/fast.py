@@ -54,6 +54,10 @@ def register(app: typer.Typer) -> None:
         other_boost: float = typer.Option(64.0, help="With an other-register reader: a criterion's cosine term is "
                                                      "multiplied by 1 + OTHER_BOOST * P(other)."),
         other_damp: float = typer.Option(1.0, help="... and its learned terms by 1 - OTHER_DAMP * P(other)."),
+        other_gate: bool = typer.Option(False, help="With an other-register reader: P(other) is weighed by the "
+                                                    "domain reader's P(none) and twice the length reader's "
+                                                    "(capped at 1): a criterion read as a known style or a length "
+                                                    "wish does not lean."),
         register_basis: str = typer.Option("", help="Directory written by `usl train-style --registers ... --known "
                                                     "...`: ship it; with an other-register reader, a criterion read "
                                                     "as other also favours the answer written more strongly in "
@@ -73,7 +77,7 @@ def register(app: typer.Typer) -> None:
                                   style_scorer=style_scorer, length_reader=length_reader,
                                   domain_reader=domain_reader, score_prior=score_prior,
                                   tune_wordings=list(tune_wordings), other_reader=other_reader,
-                                  other_boost=other_boost, other_damp=other_damp,
+                                  other_boost=other_boost, other_damp=other_damp, other_gate=other_gate,
                                   register_basis=register_basis, basis_boost=basis_boost)
             report = train_fast(cfg, paths.cache_dir(ctx.obj.home))
         typer.echo(json.dumps({"out": out, "best_dev_accuracy": report["best_dev_accuracy"],

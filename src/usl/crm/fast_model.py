@@ -79,6 +79,10 @@ class FastCRMConfig:
     other: tuple[str, ...] = ()
     other_boost: float = 0.0
     other_damp: float = 0.0
+    # a criterion the domain reader takes for a style it knows, or the length reader for a length wish, asks
+    # for that, not for a register none of the styles is: P(other) times the domain reader's P(none) and
+    # times twice the length reader's P(none), capped at 1 (each floor removed; each where the model has it)
+    other_gate: bool = False
     # the register basis's scores (the last answer columns, read by no trained layer) and how much a criterion
     # read as "a register no scorer knows" favours the answer written more strongly in some register: the
     # mean of its standardised basis scores, times basis_boost * P(other)
@@ -104,6 +108,9 @@ class FastCRM(nn.Module):
                              "(and FastCRMConfig.basis the register basis's, last)")
         if cfg.basis and not cfg.other:
             raise ValueError("FastCRMConfig.basis needs an other-register reader: P(other) weighs it")
+        if cfg.other_gate and not (cfg.other and (cfg.domain or cfg.reader)):
+            raise ValueError("FastCRMConfig.other_gate weighs the other-register reader's P(other) by the domain "
+                             "and length readers' P(none): it needs that reader and one of those")
         self.cfg = cfg
         self.register = register  # register and style scores: the last features (register.py); None = none
         self.reader = reader  # reads which way a criterion points on length (criterion_reader.py); None = none
@@ -203,6 +210,10 @@ class FastCRM(nn.Module):
         b = torch.zeros(x.shape[0], dtype=x.dtype)
         if self.cfg.other and (self.cfg.other_boost or self.cfg.other_damp or self.cfg.basis_boost):
             p = ((other[:, :1] - self._other_floor) / (1 - 2 * self._other_floor)).clamp(0, 1)
+            if self.cfg.other_gate and self.cfg.domain:
+                p = p * _none(x[:, at + len(self.cfg.reader):], self.domain_reader)
+            if self.cfg.other_gate and self.cfg.reader:
+                p = p * (2 * _none(x[:, at:at + len(self.cfg.reader)], self.reader)).clamp(max=1)
             e = e * (1 + self.cfg.other_boost * p)
             u, g = u * (1 - self.cfg.other_damp * p), g * (1 - self.cfg.other_damp * p)
             if self.cfg.basis:
@@ -315,6 +326,14 @@ class FastCRM(nn.Module):
                              "with `usl train-fast`")
         model.load_state_dict(state)
         return model.eval()
+
+
+def _none(probs: torch.Tensor, reader: CriterionReader) -> torch.Tensor:
+    """(k, 1): a reader's P(none) from its other classes' columns (k, K - 1), its label smoothing's floor read
+    as 0 and the highest P(none) it was trained towards, 1 - (K - 1) floors, as 1."""
+    k = len(reader.kind.labels)
+    f = reader.cfg.label_smoothing / k
+    return ((1 - probs.sum(-1, keepdim=True) - f) / (1 - k * f)).clamp(0, 1)
 
 
 def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,

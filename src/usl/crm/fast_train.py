@@ -87,6 +87,10 @@ class FastTrainConfig:
                 "1 + other_boost * P(other)."})
     other_damp: float = field(default=1.0, metadata={
         "help": "... and its learned terms by 1 - other_damp * P(other), in [0, 1]."})
+    other_gate: bool = field(default=False, metadata={
+        "help": "With an other-register reader and a domain or length reader: P(other) is weighed by the domain "
+                "reader's P(none) and twice the length reader's P(none) (capped at 1), so that a criterion read as "
+                "a style the scorers know, or as a length wish, does not lean."})
     register_basis: str = field(default="", metadata={
         "help": "Directory written by `usl train-style --registers ... --known ...`: with an other-register "
                 "reader, a criterion read as other also favours the answer written more strongly in some register "
@@ -112,6 +116,9 @@ class FastTrainConfig:
         for name in ("other_boost", "basis_boost"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
+        if self.other_gate and not (self.other_reader and (self.domain_reader or self.length_reader)):
+            raise ValueError("other_gate needs other_reader and a domain_reader or length_reader: their P(none) "
+                             "weighs P(other)")
         if self.register_basis and not self.other_reader:
             raise ValueError("register_basis needs other_reader: the other-register reader's P(other) weighs it")
         for name in ("add_prob", "drop_prob", "reword_prob", "other_damp"):
@@ -557,6 +564,7 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     tuned = _tune_score_boost(model, bank, encoder, dv, pool, readings, cfg.seed) if pool else None
     if readers["other"] is not None:  # judging only: no training pair asks for a register no scorer knows
         model.cfg.other_boost, model.cfg.other_damp = cfg.other_boost, cfg.other_damp
+        model.cfg.other_gate = cfg.other_gate
     if basis is not None:
         model.attach_basis(basis, cfg.basis_boost)
     report = {"config": asdict(cfg), "curve": curve, "best_dev_accuracy": best, "n_train": len(train),
