@@ -116,9 +116,6 @@ class FastCRM(nn.Module):
         self.reader = reader  # reads which way a criterion points on length (criterion_reader.py); None = none
         self.domain_reader = domain_reader  # reads which domain style a criterion asks for; None = none
         self.other_reader = other_reader  # reads whether it asks for a register no scorer knows; None = none
-        # the probability its label smoothing trained "none" towards: read as 0, and "other" as 1
-        self._other_floor = (other_reader.cfg.label_smoothing / len(other_reader.kind.labels)
-                             if other_reader is not None else 0.0)
         d, F, H = cfg.dim, cfg.n_features, cfg.hidden
         # a criterion: sentence embedding + keyword (+ readers') features
         dc = self._crit_in = d + len(cfg.lexicon) + len(cfg.reader) + len(cfg.domain)  # P(other) comes after
@@ -193,14 +190,13 @@ class FastCRM(nn.Module):
             x = torch.cat([e, x[:, self.cfg.dim:]], -1)
         at = self.cfg.dim + len(self.cfg.lexicon)
         lex = x[:, self.cfg.dim:at]
+        rd, style = x[:, at:at + len(self.cfg.reader)], x[:, at + len(self.cfg.reader):]  # the readers' columns
         g = self.crit_feat(x)
         if self.cfg.domain:  # the style prior: P(style) @ W weighs the answer features like G(c) does
-            style = x[:, at + len(self.cfg.reader):]
             g = g + style @ self.style_prior
             if self.cfg.score_prior:  # and the style-score prior: softplus(delta) on each style's own score
                 g = g + nn.functional.softplus(self.delta) * self.cfg.score_boost * (style @ self.score_select)
         if self.cfg.reader:
-            rd = x[:, at:at + len(self.cfg.reader)]
             length = rd[:, 1] - rd[:, 0]
         elif self._lex_long >= 0:
             length = lex[:, self._lex_long] - lex[:, self._lex_short]
@@ -209,11 +205,11 @@ class FastCRM(nn.Module):
         u = self.crit_sem(x)
         b = torch.zeros(x.shape[0], dtype=x.dtype)
         if self.cfg.other and (self.cfg.other_boost or self.cfg.other_damp or self.cfg.basis_boost):
-            p = ((other[:, :1] - self._other_floor) / (1 - 2 * self._other_floor)).clamp(0, 1)
-            if self.cfg.other_gate and self.cfg.domain:
-                p = p * _none(x[:, at + len(self.cfg.reader):], self.domain_reader)
-            if self.cfg.other_gate and self.cfg.reader:
-                p = p * (2 * _none(x[:, at:at + len(self.cfg.reader)], self.reader)).clamp(max=1)
+            p = _unsmoothed(other[:, :1], self.other_reader)
+            if self.cfg.other_gate and self.cfg.domain:  # times P(none) of the domain reader ...
+                p = p * _unsmoothed(1 - style.sum(-1, keepdim=True), self.domain_reader)
+            if self.cfg.other_gate and self.cfg.reader:  # ... and twice the length reader's, capped at 1
+                p = p * (2 * _unsmoothed(1 - rd.sum(-1, keepdim=True), self.reader)).clamp(max=1)
             e = e * (1 + self.cfg.other_boost * p)
             u, g = u * (1 - self.cfg.other_damp * p), g * (1 - self.cfg.other_damp * p)
             if self.cfg.basis:
@@ -328,12 +324,13 @@ class FastCRM(nn.Module):
         return model.eval()
 
 
-def _none(probs: torch.Tensor, reader: CriterionReader) -> torch.Tensor:
-    """(k, 1): a reader's P(none) from its other classes' columns (k, K - 1), its label smoothing's floor read
-    as 0 and the highest P(none) it was trained towards, 1 - (K - 1) floors, as 1."""
+def _unsmoothed(prob: torch.Tensor, reader: CriterionReader) -> torch.Tensor:
+    """A reader's probability of one class with its label smoothing undone: the floor it trained the other
+    classes towards (smoothing / K) read as 0, the top it trained the true class towards (1 - (K - 1)
+    floors) as 1."""
     k = len(reader.kind.labels)
     f = reader.cfg.label_smoothing / k
-    return ((1 - probs.sum(-1, keepdim=True) - f) / (1 - k * f)).clamp(0, 1)
+    return ((prob - f) / (1 - k * f)).clamp(0, 1)
 
 
 def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
