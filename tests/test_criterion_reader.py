@@ -68,6 +68,21 @@ def reader_and_held():
     return fit_reader(examples, cfg, crossfit=crossfit), crossfit
 
 
+def test_a_later_wordings_file_restates_an_earlier_ones_wording_under_another_side(tmp_path):
+    """configs/domain_wordings/extra_g.json turns a few "none" wordings of earlier files into "other": the
+    other reader takes the later label, the length and domain readers see the very same examples."""
+    first, later = tmp_path / "first.json", tmp_path / "later.json"
+    first.write_text(json.dumps({"none": ["Make it hilarious.", "Be polite."], "concise": ["Be brief."]}))
+    later.write_text(json.dumps({"other": ["Make it hilarious.", "Tone: legal"]}))
+    for kind, restated in (("other", 1), ("length", 0), ("domain", 0)):
+        both = in_reader_frame(read_wordings(first, kind) + read_wordings(later, kind), kind)
+        assert both[0] == ("Make it hilarious.", restated), kind
+        assert [t for t, _ in both] == ["Make it hilarious.", "Be polite.", "Be brief.", "Tone: legal"]
+    # to the domain reader the later file only adds what the earlier one lacks
+    domain = in_reader_frame(read_wordings(first, "domain") + read_wordings(later, "domain"), "domain")
+    assert domain == in_reader_frame(read_wordings(first, "domain"), "domain") + [("Tone: legal", 0)]
+
+
 def test_the_reader_learns_directions_and_cross_fits_what_it_is_asked_to(reader_and_held, tmp_path):
     (reader, held), crossfit = reader_and_held
     as_written = [(t, 1) for t in SHORT] + [(t, 2) for t in LONG]

@@ -329,7 +329,9 @@ def in_reader_frame(examples: Sequence[tuple[str, int]], kind: str = "length") -
     """(criterion, label) -> (what ``split_sign`` leaves, the label in that frame). For length, "Avoid:
     long answers" asks for shorter answers, and its text "long answers" is read as naming longer ones.
     For domain style, a dislike names some other style ("Avoid: poetic or flowery writing" among the
-    academic wordings), which its label does not say: such examples are left out."""
+    academic wordings), which its label does not say: such examples are left out. A text given twice keeps
+    its first place and its last label: a later wordings file can restate an earlier one's wording under
+    another side, and a kind of reader to which both sides are "none" trains exactly as before."""
     from usl.crm.fast_model import split_sign
 
     out: dict[str, int] = {}
