@@ -579,7 +579,7 @@ def test_a_criterion_read_as_a_known_style_or_a_length_wish_does_not_lean_as_ano
     length_dir = tmp_path / "lreader"
     length.save(length_dir)
     write_readings(length_dir / "heldout.json", held)
-    _, domain_dir = _domain_reader(tmp_path)
+    domain, domain_dir = _domain_reader(tmp_path)
     with pytest.raises(ValueError, match="other_gate needs other_reader"):
         FastTrainConfig(train=[], other_reader=str(other_reader[1]), other_gate=True)
     _, _, model_dir = _tiny_crm(tmp_path, other_reader=str(other_reader[1]), domain_reader=str(domain_dir),
@@ -599,7 +599,7 @@ def test_a_criterion_read_as_a_known_style_or_a_length_wish_does_not_lean_as_ano
     at = 384 + len(model.cfg.lexicon)
     f = other_reader[0].cfg.label_smoothing / 2
     q = (0.9 - f) / (1 - 2 * f)
-    fl, fd = length.cfg.label_smoothing / 3, other_reader[0].cfg.label_smoothing / 5  # the readers' floors
+    fl, fd = length.cfg.label_smoothing / 3, domain.cfg.label_smoothing / 5  # the readers' floors
     no_length = ((1 - x[:, at:at + 2].sum(-1) - fl) / (1 - 3 * fl)).clamp(0, 1)
     no_style = ((1 - x[:, at + 2:-1].sum(-1) - fd) / (1 - 5 * fd)).clamp(0, 1)
     gate = no_style * (2 * no_length).clamp(max=1)

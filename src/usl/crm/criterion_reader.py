@@ -132,6 +132,14 @@ class CriterionReader:
         self._encoder = None
         self._memo: dict[str, np.ndarray] = {}
 
+    def unsmoothed(self, prob):
+        """A probability of one of its classes (an array or a tensor) with its label smoothing undone: the
+        floor it trained the other classes towards (smoothing / K) read as 0, the top it trained the true
+        class towards (1 - (K - 1) floors) as 1."""
+        k = len(self.kind.labels)
+        f = self.cfg.label_smoothing / k
+        return ((prob - f) / (1 - k * f)).clip(0, 1)
+
     def share_encoder(self, encoder) -> None:
         """Read through the criteria tower's all-MiniLM-L6-v2 (a ``CriteriaEncoder`` without an adapter)
         instead of loading a second copy, and take the token states of the criteria it encodes from its

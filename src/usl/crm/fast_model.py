@@ -205,11 +205,11 @@ class FastCRM(nn.Module):
         u = self.crit_sem(x)
         b = torch.zeros(x.shape[0], dtype=x.dtype)
         if self.cfg.other and (self.cfg.other_boost or self.cfg.other_damp or self.cfg.basis_boost):
-            p = _unsmoothed(other[:, :1], self.other_reader)
+            p = self.other_reader.unsmoothed(other[:, :1])
             if self.cfg.other_gate and self.cfg.domain:  # times P(none) of the domain reader ...
-                p = p * _unsmoothed(1 - style.sum(-1, keepdim=True), self.domain_reader)
+                p = p * self.domain_reader.unsmoothed(1 - style.sum(-1, keepdim=True))
             if self.cfg.other_gate and self.cfg.reader:  # ... and twice the length reader's, capped at 1
-                p = p * (2 * _unsmoothed(1 - rd.sum(-1, keepdim=True), self.reader)).clamp(max=1)
+                p = p * (2 * self.reader.unsmoothed(1 - rd.sum(-1, keepdim=True))).clamp(max=1)
             e = e * (1 + self.cfg.other_boost * p)
             u, g = u * (1 - self.cfg.other_damp * p), g * (1 - self.cfg.other_damp * p)
             if self.cfg.basis:
@@ -322,15 +322,6 @@ class FastCRM(nn.Module):
                              "with `usl train-fast`")
         model.load_state_dict(state)
         return model.eval()
-
-
-def _unsmoothed(prob: torch.Tensor, reader: CriterionReader) -> torch.Tensor:
-    """A reader's probability of one class with its label smoothing undone: the floor it trained the other
-    classes towards (smoothing / K) read as 0, the top it trained the true class towards (1 - (K - 1)
-    floors) as 1."""
-    k = len(reader.kind.labels)
-    f = reader.cfg.label_smoothing / k
-    return ((prob - f) / (1 - k * f)).clamp(0, 1)
 
 
 def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
