@@ -284,3 +284,59 @@ def test_train_style_joins_answers_written_in_registers_to_their_query_and_names
     r = CliRunner().invoke(app, args + ["--registers", str(bad), "--out", str(tmp_path / "b2")])
     assert r.exit_code == 2 and "bad.jsonl:2" in r.output and "'answer'" in r.output
     assert not (tmp_path / "b2").exists()
+
+
+def test_a_scorer_keeps_some_heads_with_their_scores_unchanged(fitted, base, tmp_path):
+    scorer, _ = fitted
+    texts = ["The literature suggests further research.", "Revenue growth for customers."]
+    scorer.known = {text_key(texts[0]): np.array([1.0, 2.0], np.float32)}
+    business = scorer.only(("domain_business",))
+    assert business.names == ("style_domain_business",) and business.cfg.members == scorer.cfg.members
+    np.testing.assert_allclose(business.compute(texts)[:, 0], scorer.compute(texts)[:, 1], atol=1e-5)
+    np.testing.assert_allclose(business.known[text_key(texts[0])], [2.0])
+    business.save(tmp_path / "b")  # and it loads as a scorer of that label alone
+    np.testing.assert_allclose(StyleScorer.load(tmp_path / "b", base_path=base).compute(texts)[:, 0],
+                               scorer.compute(texts)[:, 1], atol=1e-5)
+    combine_dirs([tmp_path / "b", tmp_path / "b"], tmp_path / "bb")  # members carry a prefix: sliced as well
+    two = StyleScorer.load(tmp_path / "bb", base_path=base)
+    np.testing.assert_allclose(two.only(("domain_business",)).compute(texts), business.compute(texts), atol=1e-5)
+    with pytest.raises(ValueError, match="domain_poetry"):
+        scorer.only(("domain_poetry",))
+    with pytest.raises(ValueError, match="cannot keep"):
+        scorer.only(())
+
+
+def test_train_style_learns_registers_beside_the_styles_and_drops_their_heads(tmp_path, base):
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+
+    rows = domain_rows(TOPICS)
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    written = [{"query": rows[0]["prompt"], "register": "humorous", "answer": "Kites! Strings attached, jokes free."},
+               {"query": "A query no pair has", "register": "humorous", "answer": "Ha, a kite walks into a bar."},
+               {"query": "A query no pair has", "register": "news", "answer": "Officials confirmed kites fly."}]
+    regs = tmp_path / "regs.jsonl"
+    regs.write_text("".join(json.dumps(w) + "\n" for w in written))
+    args = ["train-style", "--train", str(train), "--base", base, "--epochs", "1", "--folds", "2", "--lora-r", "2",
+            "--max-len", "32", "--known", str(train)]
+    r = CliRunner().invoke(app, args + ["--registers", str(regs), "--out", str(tmp_path / "all")])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, args + ["--aux-registers", str(regs), "--out", str(tmp_path / "aux")])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output[r.output.index('{"out"'):])
+    assert report["labels"] == list(LABELS) and report["registers_dropped"]
+    assert report["queries"] == len(TOPICS) + 1  # trained on the registers as --registers is
+    every, aux = (StyleScorer.load(tmp_path / d, base_path=base) for d in ("all", "aux"))
+    assert aux.names == ("style_domain_academy", "style_domain_business")
+    texts = [w["answer"] for w in written] + [rows[0]["model_a"][-1]["content"]]
+    np.testing.assert_allclose(aux.compute(texts), every.compute(texts)[:, :2], atol=1e-5)  # the same network
+    k = text_key(texts[-1])
+    np.testing.assert_allclose(aux.known[k], every.known[k][:2], atol=1e-5)
+    held = read_table(tmp_path / "aux" / "heldout.npz", 2)  # cross-fitted scores, the styles' columns
+    np.testing.assert_allclose(held[k], read_table(tmp_path / "all" / "heldout.npz", 4)[k][:2], atol=1e-6)
+
+    r = CliRunner().invoke(app, args + ["--registers", str(regs), "--aux-registers", str(regs),
+                                        "--out", str(tmp_path / "both")])
+    assert r.exit_code == 2 and "one of the two" in r.output and not (tmp_path / "both").exists()

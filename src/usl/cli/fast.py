@@ -18,6 +18,7 @@ def register(app: typer.Typer) -> None:
         dev: List[str] = typer.Option([], "--dev", help="Dev JSONL for early stopping; repeatable."),
         out: str = typer.Option("artifacts/fast-crm", "--out", help="Output directory."),
         epochs: int = typer.Option(12, help="Maximum epochs."),
+        patience: int = typer.Option(3, min=1, help="Epochs without a better dev accuracy before stopping."),
         seed: int = typer.Option(0, help="Seed for init, shuffling and noise."),
         hidden: int = typer.Option(128, help="Hidden width."),
         batch_size: int = typer.Option(256, help="Pairs per step."),
@@ -69,8 +70,8 @@ def register(app: typer.Typer) -> None:
         from usl.crm.fast_train import FastTrainConfig, train_fast
 
         with user_errors():
-            cfg = FastTrainConfig(train=list(train), dev=list(dev), out=out, epochs=epochs, seed=seed,
-                                  hidden=hidden, lr=lr, encoder_lr=encoder_lr,
+            cfg = FastTrainConfig(train=list(train), dev=list(dev), out=out, epochs=epochs, patience=patience,
+                                  seed=seed, hidden=hidden, lr=lr, encoder_lr=encoder_lr,
                                   batch_size=batch_size, reword_prob=reword_prob, distill=list(distill),
                                   distill_per_epoch=distill_per_epoch, distill_weight=distill_weight,
                                   distill_criteria_only=distill_criteria_only, register_prefix=register_prefix,

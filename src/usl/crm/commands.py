@@ -129,6 +129,11 @@ def train_style_command(
                                             "labelled register_<register> beside the styles of --train's "
                                             "answers to the same query: a register basis for `usl train-fast "
                                             "--register-basis`; repeatable."),
+        aux_registers: List[str] = typer.Option([], "--aux-registers", help="Answers written in named registers "
+                                                "(the --registers format), learned beside --train's styles with "
+                                                "a head each and dropped after training: the saved scorer "
+                                                "scores the styles alone, having learned them against other "
+                                                "registers too; repeatable."),
         known: List[str] = typer.Option([], "--known", help="Answer texts to score and keep in the scorer's shipped "
                                         "table (a board's answers): a JSON list (.gz, .xz ok), keys+texts, or "
                                         "the answers of a paper-format JSONL; repeatable."),
@@ -162,8 +167,9 @@ def train_style_command(
 
         t0 = time.time()
         if combine:
-            if train or known or score:
-                raise ValueError("--combine joins fitted scorers: it takes no --train, --known or --score")
+            if train or registers or aux_registers or known or score:
+                raise ValueError("--combine joins fitted scorers: it takes no --train, --registers, "
+                                 "--aux-registers, --known or --score")
             from usl.crm.style_scorer import combine_dirs
 
             scorer = combine_dirs(combine, out)
@@ -178,11 +184,15 @@ def train_style_command(
         by_query = styled_answers_by_query(samples, prefix)
         if not by_query:
             raise ValueError(f"no pairs with a criteria family starting with {prefix!r} in {', '.join(train)}")
+        styles = tuple(sorted({label for g in by_query.values() for label in g}))
         n_registers = n_joined = 0
-        if registers:
+        if registers and aux_registers:
+            raise ValueError("--registers keeps the registers' heads (a register basis), --aux-registers drops "
+                             "them: give one of the two")
+        if registers or aux_registers:
             from usl.crm.style_scorer import read_register_answers
 
-            for f in registers:
+            for f in registers or aux_registers:
                 for q, written in read_register_answers(f).items():
                     n_registers += len(written)
                     n_joined += q in by_query
@@ -199,6 +209,10 @@ def train_style_command(
         cfg = StyleScorerConfig(labels=tuple(sorted({label for g in groups for label in g})), lora_r=lora_r, lr=lr,
                                 epochs=epochs, max_len=max_len, folds=folds, seed=seed)
         scorer, held = fit_style(groups, cfg, base_path=base)
+        if aux_registers:  # the styles' heads alone; their scores are those of the network that learned all
+            keep = [cfg.labels.index(label) for label in styles]
+            scorer, held = scorer.only(styles), {t: v[keep] for t, v in held.items()}
+            cfg = scorer.cfg
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -216,7 +230,8 @@ def train_style_command(
         elif (o / "scores.npz").exists():  # left by an earlier run: another model's scores
             (o / "scores.npz").unlink()
         report = {"out": out, "labels": list(cfg.labels), "queries": len(groups),
-                  "register_answers": n_registers, "register_queries_joined": n_joined, "heldout": len(held),
+                  "register_answers": n_registers, "register_queries_joined": n_joined,
+                  "registers_dropped": bool(aux_registers), "heldout": len(held),
                   "known": len(tables["known"]), "scored": len(tables["score"]), "device": device,
                   "seconds": round(time.time() - t0, 1)}
         (o / "training.json").write_text(json.dumps(report | {"train": list(train)}, indent=2))

@@ -233,6 +233,18 @@ class StyleScorer:
             self._save_cache()
         return out
 
+    def only(self, labels: Sequence[str]) -> StyleScorer:
+        """The same scorer with the heads of ``labels`` alone (in that order): their scores unchanged, the
+        others gone. How `usl train-style --aux-registers` keeps the styles of a scorer that learned
+        written registers beside them."""
+        missing = [label for label in labels if label not in self.cfg.labels]
+        if missing or not labels:
+            raise ValueError(f"style scorer: cannot keep labels {missing or list(labels)}; it has {self.cfg.labels}")
+        rows = [self.cfg.labels.index(label) for label in labels]
+        state = {k: (v[rows] if k.split(".")[-2] == "head" else v) for k, v in self.state.items()}
+        return StyleScorer(replace(self.cfg, labels=tuple(labels)), state, base_path=self.base_path,
+                           known={k: v[rows] for k, v in self.known.items()})
+
     # -- the disk cache of computed scores --------------------------------------------------------
     def _cache_file(self) -> Path | None:
         return self.cache_dir / f"{self.prefix}{self.fingerprint}.npz" if self.cache_dir else None
