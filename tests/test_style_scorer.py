@@ -255,11 +255,9 @@ def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(
                                    batch_size=16, hidden=8, style_scorer=str(style)), Path(home) / "cache")
 
 
-def test_train_style_joins_answers_written_in_registers_to_their_query_and_names_a_bad_line(tmp_path, base):
-    from typer.testing import CliRunner
-
-    from usl.cli import app
-
+def _written_registers(tmp_path):
+    """Domain pairs over TOPICS and three answers written in registers, one to a query of those pairs and
+    two to a query no pair has: (rows, written, the pairs' file, the registers' file)."""
     rows = domain_rows(TOPICS)
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -268,6 +266,15 @@ def test_train_style_joins_answers_written_in_registers_to_their_query_and_names
                {"query": "A query no pair has", "register": "news", "answer": "Officials confirmed kites fly."}]
     regs = tmp_path / "regs.jsonl"
     regs.write_text("".join(json.dumps(w) + "\n" for w in written))
+    return rows, written, train, regs
+
+
+def test_train_style_joins_answers_written_in_registers_to_their_query_and_names_a_bad_line(tmp_path, base):
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+
+    _, written, train, regs = _written_registers(tmp_path)
     out = tmp_path / "basis"
     args = ["train-style", "--train", str(train), "--base", base, "--epochs", "1", "--folds", "2", "--lora-r", "2",
             "--max-len", "32"]
@@ -311,14 +318,7 @@ def test_train_style_learns_registers_beside_the_styles_and_drops_their_heads(tm
 
     from usl.cli import app
 
-    rows = domain_rows(TOPICS)
-    train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    written = [{"query": rows[0]["prompt"], "register": "humorous", "answer": "Kites! Strings attached, jokes free."},
-               {"query": "A query no pair has", "register": "humorous", "answer": "Ha, a kite walks into a bar."},
-               {"query": "A query no pair has", "register": "news", "answer": "Officials confirmed kites fly."}]
-    regs = tmp_path / "regs.jsonl"
-    regs.write_text("".join(json.dumps(w) + "\n" for w in written))
+    rows, written, train, regs = _written_registers(tmp_path)
     args = ["train-style", "--train", str(train), "--base", base, "--epochs", "1", "--folds", "2", "--lora-r", "2",
             "--max-len", "32", "--known", str(train)]
     r = CliRunner().invoke(app, args + ["--registers", str(regs), "--out", str(tmp_path / "all")])
