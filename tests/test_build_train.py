@@ -145,6 +145,37 @@ def test_no_holdout_keeps_everything(root, tmp_path):
     assert any("soup" in s["prompt"] for s in train)
 
 
+def test_terse_pairs_are_trained_on_only_when_asked_and_the_board_ones_are_evaluated(root, tmp_path):
+    import shutil
+
+    r = tmp_path / "shared"
+    shutil.copytree(root, r)
+    split = json.loads((r / "alpaca_eval" / "split.json").read_text())
+    (r / "alpaca_eval" / "split.json").write_text(json.dumps({**split, "board_models": ["m1", "m2", "m3", "base"]}))
+    _gz(r / "alpaca_eval" / "outputs" / "m3.json.gz", _outputs("m3", lambda i: f"Answer {i}."))  # "Base answer {i}. ..."
+
+    def terse(out: Path, name: str) -> list[dict]:
+        return [s for s in _read(out / name) if s["source"].endswith("_terse")]
+
+    build(_cfg(tmp_path / "default"), root=r)
+    build(_cfg(tmp_path / "terse", terse_per_query=1), root=r)
+    assert terse(tmp_path / "default", "train.jsonl") == []
+    trained = terse(tmp_path / "terse", "train.jsonl")
+    assert trained and {s["prompt"] for s in trained} <= {QUERIES[i] for i in TRAIN}
+    for s in trained:  # the bare answer wins under concise criteria, the long one under detailed
+        win = s[s["preference"]][-1]["content"]
+        assert win.startswith("Answer ") == (s["family"] == "length_concise"), s
+    # Both builds evaluate the same bare board answers, both ways; nothing else changes.
+    board = _read(tmp_path / "default" / "eval" / "length_terse.jsonl")
+    assert board == _read(tmp_path / "terse" / "eval" / "length_terse.jsonl")
+    assert {s["prompt"] for s in board} == {QUERIES[i] for i in BOARD}
+    assert {s["family"] for s in board} == {"length_concise", "length_detailed"}
+    default_train = _read(tmp_path / "default" / "train.jsonl")
+    assert [s for s in _read(tmp_path / "terse" / "train.jsonl") if s not in trained] == default_train
+    with pytest.raises(ValueError, match="terse_per_query"):
+        _cfg(tmp_path / "x", terse_per_query=-1)
+
+
 def test_unknown_holdout_is_an_error(root, tmp_path):
     with pytest.raises(ValueError, match="unknown holdout family"):
         build(_cfg(tmp_path / "d", holdout_family="domain_cooking"), root=root)
@@ -202,6 +233,37 @@ def test_length_pairs_need_a_real_length_gap(root):
     pairs = alpaca.length_pairs(out, out.train, source="t", variants=(("_concise", "_verbose"),))
     assert len(pairs) == len(TRAIN) and all(len(p.winner) < len(p.loser) for p in pairs)
     assert alpaca.length_pairs(out, out.train, source="t", variants=(("_concise", "_verbose"),), min_ratio=1e6) == []
+
+
+def test_terse_pairs_need_the_long_answer_to_say_the_same():
+    q, q2 = "What breed of dog is smallest?", "Which dog breed is tallest?"
+    elaborate = ("The Chihuahua is generally considered the smallest dog breed, usually weighing two to six "
+                 "pounds. It comes from Mexico and has a big personality for its size.\n") * 2
+    answers = {"bare": {q: "Chihuahua.", q2: "Great Dane"}, "long": {q: elaborate, q2: elaborate},
+               "refuses": {q: "Sorry, I cannot say."}, "cut": {q: "The smallest breeds are:"},
+               "wrong": {q: "Pomeranian"}, "nonboard": {q: "Chihuahua"}}
+    out = alpaca.AlpacaOutputs(answers, (q, q2), (), ("bare", "long", "refuses", "cut", "wrong"), ())
+    pairs = alpaca.terse_length_pairs(out, out.train, np.random.default_rng(0), source="t")
+    # Only "Chihuahua." against the answer that says Chihuahua: not the refusal, the list that never
+    # came, an answer the long one contradicts, a model off the board, or a long answer to itself.
+    assert [(p.winner, p.loser, p.family, p.loser_family) for p in pairs] == [
+        ("Chihuahua.", elaborate.strip(), alpaca.CONCISE, alpaca.DETAILED)]
+    assert len(alpaca.terse_length_pairs(out, out.train, np.random.default_rng(0), source="t",
+                                         min_ratio=100)) == 0
+
+
+def test_the_written_probe_of_bare_answers_holds_each_pair_both_ways():
+    """configs/length_wordings/terse_pairs.jsonl (written by a helper, model card "Session 22")."""
+    samples = read_samples(Path(__file__).parents[1] / "configs" / "length_wordings" / "terse_pairs.jsonl")
+    by_group: dict[str, dict[str, str]] = {}
+    for s in samples:
+        fam = json.loads(dict(s.meta)["family"])
+        win = s.response_a if s.preference == "model_a" else s.response_b
+        by_group.setdefault(s.group, {})[fam] = win
+    assert len(by_group) == 40 and {s.preference for s in samples} == {"model_a", "model_b"}
+    for sides in by_group.values():
+        bare, full = sides["length_concise"], sides["length_detailed"]
+        assert len(bare.split()) <= 6 < len(full.split())
 
 
 def test_style_traits_pair_opposites_of_similar_length():

@@ -43,7 +43,7 @@ def test_no_board_query_in_train_or_dev(built):
 def test_eval_files_and_manifest(built):
     out, res, _ = built
     manifest = json.loads((out / "manifest.json").read_text())
-    for name in ("length_flip", "domain_style", "domain_new_family", "new_topic", "human", "contradictory"):
+    for name in ("length_flip", "length_terse", "domain_style", "domain_new_family", "new_topic", "human", "contradictory"):
         assert manifest["counts"][name]["_total"] > 0, name
         samples = read_samples(out / "eval" / f"{name}.jsonl")
         prefs = [s.preference for s in samples]

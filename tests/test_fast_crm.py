@@ -233,6 +233,48 @@ def test_pair_logits_antisymmetric_and_sum_of_criteria():
     torch.testing.assert_close(ab[0], by_hand)
 
 
+def test_the_length_boost_scales_only_the_length_prior_when_judging_and_training(tmp_path):
+    torch.manual_seed(0)
+    model = FastCRM(FastCRMConfig(hidden=16)).eval()
+    n, d, F = 4, 384, len(FEATURES)
+    A = model.answer_repr(torch.nn.functional.normalize(torch.randn(n, d), dim=-1), torch.randn(n, F),
+                          torch.rand(n))
+    lex = torch.zeros(2, len(LEXICON_AXES))
+    lex[0, LEXICON_AXES.index("short")] = 1.0  # the first criterion asks for shorter answers, the second not
+    C = model.criteria_repr(torch.cat([torch.nn.functional.normalize(torch.randn(2, d), dim=-1), lex], -1))
+    assert C["len"].tolist() == [-1.0, 0.0]
+    a, b = torch.tensor([0, 1]), torch.tensor([2, 3])
+    crit, pair, sign = torch.tensor([0, 1]), torch.tensor([0, 1]), torch.ones(2)
+    S1, L1 = model.criterion_scores(C, A), model.pair_logits(C, A, a, b, crit, sign, pair, 2)
+    model.cfg.length_boost = 3.0
+    S3, L3 = model.criterion_scores(C, A), model.pair_logits(C, A, a, b, crit, sign, pair, 2)
+    prior = torch.nn.functional.softplus(model.gamma) * -A["f"][:, FEATURES.index("log_words")]
+    torch.testing.assert_close(S3[0] - S1[0], 2 * prior)  # the length wish's prior, three times over
+    torch.testing.assert_close(S3[1], S1[1])  # a criterion that asks nothing of length: unchanged
+    torch.testing.assert_close(L3 - L1, torch.stack([2 * (prior[0] - prior[2]), torch.tensor(0.0)]))
+    model.save(tmp_path / "m")
+    assert FastCRM.load(tmp_path / "m").cfg.length_boost == 3.0
+
+
+def test_the_length_boost_tuning_keeps_the_smallest_best_factor_that_costs_no_kind_of_guard_pair():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "tune_length_boost.py"
+    spec = importlib.util.spec_from_file_location("tune_length_boost", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    g = lambda human, style: {"all": (human + style) / 2, "human": human, "style": style}  # noqa: E731
+    rows = {1.0: (0.90, g(0.60, 0.80)), 2.0: (0.95, g(0.60, 0.80)), 4.0: (0.97, g(0.59, 0.81)),
+            8.0: (0.99, g(0.55, 0.85)), 12.0: (0.99, g(0.60, 0.80))}
+    assert mod.choose(rows, tolerance=0.005) == 12.0  # 4 and 8 cost human pairs; 12 ties 8 and costs none
+    rows[12.0] = (0.96, g(0.60, 0.80))
+    assert mod.choose(rows, tolerance=0.005) == 12.0
+    assert mod.choose(rows, tolerance=0.02) == 4.0  # within this tolerance 4 is allowed, 8 still not
+    rows[2.0] = rows[12.0] = (0.90, g(0.60, 0.80))
+    assert mod.choose(rows, tolerance=0.005) == 1.0  # the smallest of the best
+
+
 @pytest.fixture(scope="module")
 def home(tmp_path_factory):
     return str(tmp_path_factory.mktemp("usl_home"))

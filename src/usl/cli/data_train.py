@@ -21,13 +21,17 @@ def register(app: typer.Typer) -> None:
         holdout_family: str = typer.Option("domain_literature", "--holdout-family",
                                            help="Criteria family kept out of training ('' = none)."),
         holdout_topic: str = typer.Option("food", "--holdout-topic", help="Topic kept out of training ('' = none)."),
+        terse_per_query: int = typer.Option(0, "--terse-per-query", min=0, help=(
+            "Pairs per training query of a bare answer against one that gives it at length (0 = none; "
+            "they cost style pairs 1.4-3.2 points).")),
     ) -> None:
         """Build train/dev JSONL (paper format) and our eval files from the public data."""
         from usl.data.build_train import BuildConfig, build
 
         with user_errors():
             cfg = BuildConfig(source=source or "", out=out, seed=seed, max_per_source=max_per_source,
-                              holdout_family=holdout_family, holdout_topic=holdout_topic)
+                              holdout_family=holdout_family, holdout_topic=holdout_topic,
+                              terse_per_query=terse_per_query)
             res = build(cfg)
         for name, c in res.counts.items():
             if "_total" in c:

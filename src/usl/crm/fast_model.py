@@ -5,7 +5,7 @@ Shape of the computation (k criteria, N answers, d = 384, F style features, H hi
     answer i   -> r_i (d, static MiniLM), f_i (F, standardised style features), q_i (cos with query)
     criterion c -> e_c (d, contextual MiniLM); sign s_c = +1 for a like, -1 for "Avoid: ..."
     s(c, i) = <U e_c, V [r_i; f_i]> + <G(e_c), f_i> + alpha * <e_c, r_i>          (k x N)
-              + gamma+ * len_c * log_words_i             (length prior: len_c = P(longer) - P(shorter))
+              + gamma+ * boost * len_c * log_words_i     (length prior: len_c = P(longer) - P(shorter))
               + <P_style(c) W, f_i>                      (style prior: the domain reader's P(style))
     quality(i) = MLP([r_i; f_i; q_i])                                           (N,)
     logit(A over B) = mean_c s_c * (s(c, A) - s(c, B)) + beta * (quality(A) - quality(B))
@@ -73,6 +73,9 @@ class FastCRMConfig:
     # and a factor on that prior chosen after training on criteria worded as in no training pair
     score_prior: tuple[str, ...] = ()
     score_boost: float = 1.0
+    # a factor on the length prior, chosen after training on pairs of a bare answer against one that gives
+    # it at length (which no training pair holds: the learned terms never meet a one-word answer)
+    length_boost: float = 1.0
     # the other-register reader's feature (after the domain reader's; read by no trained layer) and how a
     # criterion it reads as "a register no scorer knows" leans on the one signal that reads any register:
     # its cosine term times 1 + other_boost * P(other), its learned terms times 1 - other_damp * P(other)
@@ -218,7 +221,8 @@ class FastCRM(nn.Module):
 
     def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
-        prior = nn.functional.softplus(self.gamma) * C["len"][:, None] * A["f"][None, :, self._f_len]
+        gamma = nn.functional.softplus(self.gamma) * self.cfg.length_boost
+        prior = gamma * C["len"][:, None] * A["f"][None, :, self._f_len]
         S = C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior
         return S + C["b"][:, None] * A["v"][None, :] if self.cfg.basis else S
 
@@ -241,7 +245,8 @@ class FastCRM(nn.Module):
             dz = torch.where(held[crit_pair, None], dz.detach(), dz)
         df = A["f"][pa] - A["f"][pb]
         dr = A["r"][pa] - A["r"][pb]
-        prior = nn.functional.softplus(self.gamma) * C["len"][crit_idx] * df[:, self._f_len]
+        gamma = nn.functional.softplus(self.gamma) * self.cfg.length_boost
+        prior = gamma * C["len"][crit_idx] * df[:, self._f_len]
         if self.cfg.basis:
             prior = prior + C["b"][crit_idx] * (A["v"][pa] - A["v"][pb])
         per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1) + prior)

@@ -18,6 +18,7 @@ seeded ~12% of queries. Outputs (``out/``)::
 
     train.jsonl  dev.jsonl  train.jsonl.gz  dev.jsonl.gz  manifest.json
     eval/length_flip.jsonl        board queries (allowed for evaluation), concise vs verbose, both ways
+    eval/length_terse.jsonl       board queries, a bare answer vs one that says the same at length, both ways
     eval/domain_style.jsonl       held-out DSP queries, trained domain families, unseen wordings
     eval/domain_new_family.jsonl  the held-out domain family
     eval/new_topic.jsonl          the held-out topic, every source
@@ -85,6 +86,14 @@ class BuildConfig:
         "help": "Chance a training sample gets 1-2 extra criteria that don't decide the pair."})
     eval_max_pairs: int = field(default=600, metadata={"help": "Most pairs per source in one eval file."})
     write_gzip: bool = field(default=True, metadata={"help": "Also write train/dev as .jsonl.gz (GPU carry)."})
+    terse_per_query: int = field(default=0, metadata={
+        "help": "Training pairs per query of a bare answer against one that gives it at length "
+                "(length/alpaca_terse; 0 = none). They teach one-word answers under concise wishes, and "
+                "cost style pairs 1.4-3.2 points (model card, session 22), so the default build has none."})
+
+    def __post_init__(self) -> None:
+        if self.terse_per_query < 0:
+            raise ValueError(f"terse_per_query={self.terse_per_query} must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -101,8 +110,9 @@ def _rng(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(name.encode())])
 
 
-def collect_pairs(root: Path, seed: int) -> tuple[dict[str, list[Pair]], list[Pair], dict[str, int]]:
-    """(pairs by source from training-eligible queries, board length pairs for eval, drop counts)."""
+def collect_pairs(root: Path, seed: int, terse_per_query: int = 0
+                  ) -> tuple[dict[str, list[Pair]], dict[str, list[Pair]], dict[str, int]]:
+    """(pairs by source from training-eligible queries, board length pairs by eval file, drop counts)."""
     out = alpaca.load_outputs(root / "alpaca_eval")
     sources: dict[str, Callable[[], list[Pair]]] = {
         "length/alpaca_style": lambda: alpaca.length_pairs(out, out.train, source="length/alpaca_style"),
@@ -130,6 +140,10 @@ def collect_pairs(root: Path, seed: int) -> tuple[dict[str, list[Pair]], list[Pa
         "rubric/prometheus_vicuna": lambda: rubrics.prometheus_pairs(
             root / "rubrics" / "prometheus_vicuna_eval.json.gz", source="rubric/prometheus_vicuna"),
     }
+    if terse_per_query:
+        sources["length/alpaca_terse"] = lambda: alpaca.terse_length_pairs(
+            out, out.train, _rng(seed, "length/alpaca_terse"), source="length/alpaca_terse",
+            per_query=terse_per_query)
     by_source: dict[str, list[Pair]] = defaultdict(list)
     dropped: dict[str, int] = {}
     for name, make in sources.items():
@@ -149,7 +163,10 @@ def collect_pairs(root: Path, seed: int) -> tuple[dict[str, list[Pair]], list[Pa
             seen.add(ident)
             by_source[p.source].append(p)
         log.info("%-28s %6d pairs", name, len(pairs))
-    board = alpaca.length_pairs(out, out.board, source="length/board_style", variants=(("_concise", "_verbose"),))
+    board = {"length_flip": alpaca.length_pairs(out, out.board, source="length/board_style",
+                                                variants=(("_concise", "_verbose"),)),
+             "length_terse": alpaca.terse_length_pairs(out, out.board, _rng(seed, "length/board_terse"),
+                                                       source="length/board_terse", per_query=2)}
     return dict(sorted(by_source.items())), board, dropped
 
 
@@ -242,7 +259,7 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
     pool = tuple(r for r in (rubrics.rubric_pool(root / "rubrics") if (root / "rubrics").is_dir() else ())
                  if len(r) <= 160)
     maker = SampleMaker(library, cfg, pool or ("Does the response use correct grammar?",))
-    by_source, board_pairs, duplicates = collect_pairs(root, cfg.seed)
+    by_source, board_pairs, duplicates = collect_pairs(root, cfg.seed, cfg.terse_per_query)
 
     topic = re.compile(TOPICS[cfg.holdout_topic], re.I) if cfg.holdout_topic else None
     routed: dict[str, dict[str, list[Pair]]] = defaultdict(lambda: defaultdict(list))
@@ -281,9 +298,10 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
         contra = [p for p in parts["eval"] if p.loser_family]  # held-out family pairs are never in "eval"
         files["contradictory"] += _capped(contra, 2 * cfg.eval_max_pairs, rng, lambda p: maker.make(
             p, rng, wordings="unseen", both_ways=True, extras=False, source=f"contradictory/{src}"))
-    board_rng = _rng(cfg.seed, "samples/length/board_style")
-    files["length_flip"] = [s for p in board_pairs for s in maker.make(p, board_rng, wordings="unseen",
-                                                                      both_ways=True, extras=False)]
+    for name, pairs in board_pairs.items():
+        board_rng = _rng(cfg.seed, "samples/" + (pairs[0].source if pairs else name))
+        files[name] = [s for p in pairs for s in maker.make(p, board_rng, wordings="unseen", both_ways=True,
+                                                           extras=False)]
 
     leakage.assert_clean(guard, files["train"], what="train")
     leakage.assert_clean(guard, files["dev"], what="dev")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +89,40 @@ def cross_model_length_pairs(out: AlpacaOutputs, instructions: tuple[str, ...], 
             short, long = (a, b) if len(a[1]) < len(b[1]) else (b, a)
             pairs.append(Pair(source, q, q, single_turn(q), short[1], long[1], CONCISE, DETAILED,
                               note=f"{short[0]} vs {long[0]}"))
+    return pairs
+
+
+_STOP = frozenset("a an and are as at be by for in is it its of on or that the this to was were with".split())
+_REFUSAL = re.compile(r"\b(?:sorry|cannot|can't|unable)\b", re.I)
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP}
+
+
+def terse_length_pairs(out: AlpacaOutputs, instructions: tuple[str, ...], rng: np.random.Generator,
+                       *, source: str, per_query: int = 6, max_chars: int = 60, min_long_chars: int = 200,
+                       min_ratio: float = 4.0) -> list[Pair]:
+    """A bare answer ("Chihuahua", "2 stars", "Yes.") against another model's answer that says the
+    same and elaborates: the bare one wins under concise criteria.
+
+    ``cross_model_length_pairs`` skips answers under 60 characters, so without these pairs a judge
+    never sees a one-word answer. The long answer must contain every content word of the short one
+    (so both give the same answer, and a truncated or off-topic short answer rarely qualifies);
+    short answers that refuse or end in a colon (a list that never came) are left out.
+    """
+    models = sorted(m for m in out.answers if m in out.board_models)
+    pairs = []
+    for q in instructions:
+        texts = [(m, out.answers[m][q].strip()) for m in models if q in out.answers[m]]
+        shorts = [(m, a, _content_words(a)) for m, a in texts
+                  if len(a) < max_chars and not a.endswith(":") and not _REFUSAL.search(a)]
+        longs = [(m, a, _content_words(a)) for m, a in texts if len(a) >= min_long_chars]
+        cands = [(s, l) for s in shorts if s[2] for l in longs
+                 if l[0] != s[0] and len(l[1]) >= min_ratio * len(s[1]) and s[2] <= l[2]]
+        for i in rng.permutation(len(cands))[:per_query]:
+            (ms, short, _), (ml, long, _) = cands[i]
+            pairs.append(Pair(source, q, q, single_turn(q), short, long, CONCISE, DETAILED, note=f"{ms} vs {ml}"))
     return pairs
 
 
