@@ -23,22 +23,20 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-
 from usl.data.paper_jsonl import read_samples
+from usl.evaluation import metrics
 from usl.evaluation.report import judge_samples
 from usl.judges.fast import FastJudge
 
 
 def accuracy(judge: FastJudge, samples) -> dict[str, float]:
-    """Accuracy on non-tie samples, in all ("all") and per kind of source (its first part: "human", ...)."""
-    judged = [j for j in judge_samples(judge, samples, batch_size=512) if j.sample.preference != "tie"]
-    groups: dict[str, list[bool]] = {"all": []}
+    """`usl eval`'s accuracy, in all ("all") and per kind of source (its first part: "human", ...)."""
+    judged = judge_samples(judge, samples, batch_size=512)
+    groups = {"all": judged}
     for j in judged:
-        hit = j.label == j.sample.preference
-        groups["all"].append(hit)
-        groups.setdefault(j.sample.source.split("/")[0], []).append(hit)
-    return {k: float(np.mean(v)) for k, v in groups.items()}
+        groups.setdefault(j.sample.source.split("/")[0], []).append(j)
+    scored = {k: metrics.accuracy(v)[0] for k, v in groups.items()}
+    return {k: v for k, v in scored.items() if v is not None}  # a kind with only ties has none
 
 
 def choose(rows: dict[float, tuple[float, dict[str, float]]], tolerance: float) -> float:

@@ -152,7 +152,8 @@ def test_terse_pairs_are_trained_on_only_when_asked_and_the_board_ones_are_evalu
     shutil.copytree(root, r)
     split = json.loads((r / "alpaca_eval" / "split.json").read_text())
     (r / "alpaca_eval" / "split.json").write_text(json.dumps({**split, "board_models": ["m1", "m2", "m3", "base"]}))
-    _gz(r / "alpaca_eval" / "outputs" / "m3.json.gz", _outputs("m3", lambda i: f"Answer {i}."))  # "Base answer {i}. ..."
+    # bare answers, said at length by "base": "Base answer {i}. ..."
+    _gz(r / "alpaca_eval" / "outputs" / "m3.json.gz", _outputs("m3", lambda i: f"Answer {i}."))
 
     def terse(out: Path, name: str) -> list[dict]:
         return [s for s in _read(out / name) if s["source"].endswith("_terse")]
@@ -244,10 +245,11 @@ def test_terse_pairs_need_the_long_answer_to_say_the_same():
                "wrong": {q: "Pomeranian"}, "nonboard": {q: "Chihuahua"}}
     out = alpaca.AlpacaOutputs(answers, (q, q2), (), ("bare", "long", "refuses", "cut", "wrong"), ())
     pairs = alpaca.terse_length_pairs(out, out.train, np.random.default_rng(0), source="t")
-    # Only "Chihuahua." against the answer that says Chihuahua: not the refusal, the list that never
-    # came, an answer the long one contradicts, a model off the board, or a long answer to itself.
+    # Only "Chihuahua." against the answer that says Chihuahua, both as written (the board's own texts): not
+    # the refusal, the list that never came, an answer the long one contradicts, a model off the board, or a
+    # long answer to itself.
     assert [(p.winner, p.loser, p.family, p.loser_family) for p in pairs] == [
-        ("Chihuahua.", elaborate.strip(), alpaca.CONCISE, alpaca.DETAILED)]
+        ("Chihuahua.", elaborate, alpaca.CONCISE, alpaca.DETAILED)]
     assert len(alpaca.terse_length_pairs(out, out.train, np.random.default_rng(0), source="t",
                                          min_ratio=100)) == 0
 

@@ -219,10 +219,13 @@ class FastCRM(nn.Module):
                 b = self.cfg.basis_boost * p[:, 0]
         return {"e": e, "u": u, "g": g, "len": length, "b": b}
 
+    def _length_weight(self) -> torch.Tensor:
+        """The length prior's weight: softplus(gamma), times the factor chosen after training."""
+        return nn.functional.softplus(self.gamma) * self.cfg.length_boost
+
     def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
-        gamma = nn.functional.softplus(self.gamma) * self.cfg.length_boost
-        prior = gamma * C["len"][:, None] * A["f"][None, :, self._f_len]
+        prior = self._length_weight() * C["len"][:, None] * A["f"][None, :, self._f_len]
         S = C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior
         return S + C["b"][:, None] * A["v"][None, :] if self.cfg.basis else S
 
@@ -245,8 +248,7 @@ class FastCRM(nn.Module):
             dz = torch.where(held[crit_pair, None], dz.detach(), dz)
         df = A["f"][pa] - A["f"][pb]
         dr = A["r"][pa] - A["r"][pb]
-        gamma = nn.functional.softplus(self.gamma) * self.cfg.length_boost
-        prior = gamma * C["len"][crit_idx] * df[:, self._f_len]
+        prior = self._length_weight() * C["len"][crit_idx] * df[:, self._f_len]
         if self.cfg.basis:
             prior = prior + C["b"][crit_idx] * (A["v"][pa] - A["v"][pb])
         per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1) + prior)

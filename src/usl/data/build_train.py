@@ -59,6 +59,8 @@ TOPICS: dict[str, str] = {
     "health": r"\b(?:health\w*|medical|doctor|disease|symptoms?|diet|exercise|fitness|sleep|illness|medicine)\b",
     "travel": r"\b(?:travel\w*|trip|vacation|tourist|hotel|flights?|destination)\b",
 }
+# board queries are evaluated, never trained on: the eval file of each board source
+BOARD_FILES = {"length/board_style": "length_flip", "length/board_terse": "length_terse"}
 GENERAL_FAMILIES = ("general_helpful", "factual", "harmless", "instruction_following")
 
 
@@ -112,7 +114,7 @@ def _rng(seed: int, name: str) -> np.random.Generator:
 
 def collect_pairs(root: Path, seed: int, terse_per_query: int = 0
                   ) -> tuple[dict[str, list[Pair]], dict[str, list[Pair]], dict[str, int]]:
-    """(pairs by source from training-eligible queries, board length pairs by eval file, drop counts)."""
+    """(pairs by source from training-eligible queries, board length pairs by source, drop counts)."""
     out = alpaca.load_outputs(root / "alpaca_eval")
     sources: dict[str, Callable[[], list[Pair]]] = {
         "length/alpaca_style": lambda: alpaca.length_pairs(out, out.train, source="length/alpaca_style"),
@@ -163,10 +165,10 @@ def collect_pairs(root: Path, seed: int, terse_per_query: int = 0
             seen.add(ident)
             by_source[p.source].append(p)
         log.info("%-28s %6d pairs", name, len(pairs))
-    board = {"length_flip": alpaca.length_pairs(out, out.board, source="length/board_style",
-                                                variants=(("_concise", "_verbose"),)),
-             "length_terse": alpaca.terse_length_pairs(out, out.board, _rng(seed, "length/board_terse"),
-                                                       source="length/board_terse", per_query=2)}
+    board = {"length/board_style": alpaca.length_pairs(out, out.board, source="length/board_style",
+                                                       variants=(("_concise", "_verbose"),)),
+             "length/board_terse": alpaca.terse_length_pairs(out, out.board, _rng(seed, "length/board_terse"),
+                                                             source="length/board_terse", per_query=2)}
     return dict(sorted(by_source.items())), board, dropped
 
 
@@ -298,10 +300,10 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
         contra = [p for p in parts["eval"] if p.loser_family]  # held-out family pairs are never in "eval"
         files["contradictory"] += _capped(contra, 2 * cfg.eval_max_pairs, rng, lambda p: maker.make(
             p, rng, wordings="unseen", both_ways=True, extras=False, source=f"contradictory/{src}"))
-    for name, pairs in board_pairs.items():
-        board_rng = _rng(cfg.seed, "samples/" + (pairs[0].source if pairs else name))
-        files[name] = [s for p in pairs for s in maker.make(p, board_rng, wordings="unseen", both_ways=True,
-                                                           extras=False)]
+    for src, pairs in board_pairs.items():
+        board_rng = _rng(cfg.seed, "samples/" + src)
+        files[BOARD_FILES[src]] = [s for p in pairs for s in maker.make(p, board_rng, wordings="unseen",
+                                                                       both_ways=True, extras=False)]
 
     leakage.assert_clean(guard, files["train"], what="train")
     leakage.assert_clean(guard, files["dev"], what="dev")

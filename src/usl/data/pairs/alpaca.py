@@ -114,9 +114,9 @@ def terse_length_pairs(out: AlpacaOutputs, instructions: tuple[str, ...], rng: n
     models = sorted(m for m in out.answers if m in out.board_models)
     pairs = []
     for q in instructions:
-        texts = [(m, out.answers[m][q].strip()) for m in models if q in out.answers[m]]
+        texts = [(m, out.answers[m][q]) for m in models if q in out.answers[m]]
         shorts = [(m, a, _content_words(a)) for m, a in texts
-                  if len(a) < max_chars and not a.endswith(":") and not _REFUSAL.search(a)]
+                  if len(a) < max_chars and not a.rstrip().endswith(":") and not _REFUSAL.search(a)]
         longs = [(m, a, _content_words(a)) for m, a in texts if len(a) >= min_long_chars]
         cands = [(s, l) for s in shorts if s[2] for l in longs
                  if l[0] != s[0] and len(l[1]) >= min_ratio * len(s[1]) and s[2] <= l[2]]
