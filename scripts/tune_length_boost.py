@@ -27,6 +27,7 @@ from usl.data.paper_jsonl import read_samples
 from usl.evaluation import metrics
 from usl.evaluation.report import judge_samples
 from usl.judges.fast import FastJudge
+from usl.types import DataError
 
 
 def accuracy(judge: FastJudge, samples) -> dict[str, float]:
@@ -60,12 +61,20 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="store the chosen factor in the weights' config.json")
     args = ap.parse_args()
 
-    boosts = sorted({float(b) for b in args.boosts.split(",")} | {1.0})
-    data = [s for s in read_samples(args.data) if not args.source or s.source == args.source]
+    try:
+        boosts = sorted({float(b) for b in args.boosts.split(",")} | {1.0})
+    except ValueError as e:
+        raise SystemExit(f"--boosts {args.boosts!r}: expected numbers separated by commas") from e
+    if min(boosts) <= 0:
+        raise SystemExit(f"--boosts {args.boosts!r}: factors must be > 0")
+    try:  # everything read before anything is judged or written
+        data = [s for s in read_samples(args.data) if not args.source or s.source == args.source]
+        guard = read_samples(args.guard)
+        judge = FastJudge(args.weights, home=args.home)
+    except (DataError, FileNotFoundError, ValueError) as e:
+        raise SystemExit(str(e)) from e
     if not data:
         raise SystemExit(f"{args.data}: no samples{f' of source {args.source}' if args.source else ''}")
-    guard = read_samples(args.guard)
-    judge = FastJudge(args.weights, home=args.home)
     base = judge.model.cfg.length_boost
     rows = {}
     for b in boosts:
