@@ -21,7 +21,9 @@ every weight); it wants a GPU (about 30 s a setting on an H200) and only torch, 
 peft, so ``--only-finetune`` skips the scikit-learn probes on a machine without them, and
 ``--encoder`` points at a copy of the encoder there; a decoder such as SmolLM2-135M (a directory
 ``usl.crm.backbone.convert_gguf`` wrote) is read the same way, LoRA on all its linear layers. Prints
-overall accuracy and accuracy per ``winner>loser`` contrast.
+overall accuracy and accuracy per ``winner>loser`` contrast. ``--pairwise`` (same settings) reads two
+answers of a query in one input instead, the paper's pairwise reading applied to style alone
+(``pairwise_probe``).
 """
 
 from __future__ import annotations
@@ -106,6 +108,81 @@ def finetuned_probe(train: list[list[str]], test: list[list[str]], encoder: str,
         return torch.cat([scores(test[i:i + 16]) for i in range(0, len(test), 16)]).float().cpu().numpy()
 
 
+def pairwise_probe(train: list[list[str]], test: list[list[str]], encoder: str, lr: float, epochs: int,
+                   max_len: int, seed: int, lora_r: int = 0, batch: int = 4) -> np.ndarray:
+    """The paper's pairwise reading for style alone: ``encoder`` reads two answers of one query in one
+    input (``x [SEP] y``, cut longest-first to ``max_len`` tokens) and a linear head says, per style,
+    how much more ``x`` is in that style than ``y``; the score ``d(x, y) = f(x, y) - f(y, x)`` is
+    antisymmetric, so position carries no signal. Trained on every ordered pair of a training query's
+    four answers (logistic loss: ``d(x_i, x_j)`` positive for style i, negative for style j). Returns
+    ``d`` for the test queries, (queries, 4, 4, 4 styles), and ``pairwise_accuracy`` reads
+    ``logp[w, w] > logp[l, w]`` from it as ``d[w, l, w] > 0``."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    tok = AutoTokenizer.from_pretrained(encoder)
+    enc = AutoModel.from_pretrained(encoder, dtype=torch.float32).to(dev)
+    if lora_r:
+        from peft import LoraConfig, get_peft_model
+
+        enc = get_peft_model(enc, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.05,
+                                             target_modules=["query", "key", "value", "dense"]))
+    head = torch.nn.Linear(enc.config.hidden_size, len(STYLES)).to(dev)
+    opt = torch.optim.AdamW([{"params": [p for p in enc.parameters() if p.requires_grad], "lr": lr},
+                             {"params": head.parameters(), "lr": 1e-3}], weight_decay=0.01)
+    steps = epochs * ((len(train) + batch - 1) // batch)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[lr, 1e-3], total_steps=steps, pct_start=0.1)
+    n = len(STYLES)
+    ordered = [(i, j) for i in range(n) for j in range(n) if i != j]
+
+    def diffs(queries: list[list[str]]) -> "torch.Tensor":
+        """(queries, n, n, styles): d[q, i, j] = f(x_i, x_j) - f(x_j, x_i), zero on the diagonal."""
+        x = tok([q[i] for q in queries for i, _ in ordered], [q[j] for q in queries for _, j in ordered],
+                truncation="longest_first", max_length=max_len, padding=True, return_tensors="pt").to(dev)
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda"):
+            h = enc(**x).last_hidden_state
+        m = x["attention_mask"].unsqueeze(-1).float()
+        f = head((h.float() * m).sum(1) / m.sum(1)).view(len(queries), len(ordered), n)
+        full = torch.zeros(len(queries), n, n, n, device=dev)
+        for k, (i, j) in enumerate(ordered):
+            full[:, i, j] = f[:, k]
+        return full - full.transpose(1, 2)
+
+    order = list(train)
+    idx_i = torch.tensor([i for i, _ in ordered], device=dev)
+    idx_j = torch.tensor([j for _, j in ordered], device=dev)
+    for _ in range(epochs):
+        rng.shuffle(order)
+        enc.train()
+        for b0 in range(0, len(order), batch):
+            d = diffs(order[b0:b0 + batch])[:, idx_i, idx_j]          # (queries, pairs, styles)
+            own = d.gather(2, idx_i.view(1, -1, 1).expand(d.shape[0], -1, 1))
+            other = d.gather(2, idx_j.view(1, -1, 1).expand(d.shape[0], -1, 1))
+            loss = (torch.nn.functional.softplus(-own) + torch.nn.functional.softplus(other)).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    enc.eval()
+    with torch.no_grad():
+        return torch.cat([diffs(test[i:i + 8]) for i in range(0, len(test), 8)]).float().cpu().numpy()
+
+
+def pairwise_diff_accuracy(d: np.ndarray) -> tuple[float, dict[str, float]]:
+    """d (queries, 4, 4, 4) from ``pairwise_probe`` -> overall and per-contrast accuracy."""
+    per: dict[str, list[bool]] = {}
+    for q in d:
+        for i, w in enumerate(STYLES):
+            for j, lo in enumerate(STYLES):
+                if i != j:
+                    per.setdefault(f"{w}>{lo}", []).append(bool(q[i, j, i] > 0))
+    overall = float(np.mean([x for v in per.values() for x in v]))
+    return overall, {k: round(float(np.mean(v)), 3) for k, v in per.items()}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--eval", required=True, help="domain eval JSONL: its prompts are the test queries")
@@ -115,6 +192,9 @@ def main(argv=None) -> None:
     ap.add_argument("--only-finetune", action="store_true", help="only the fine-tuned probe")
     ap.add_argument("--ft", action="append", default=[], help="lr,epochs,max_len,seed[,lora_r]; repeatable "
                                                               "(default 3e-5,8,256,0)")
+    ap.add_argument("--pairwise", action="append", default=[], help="lr,epochs,max_len,seed[,lora_r]: the "
+                                                                    "pairwise probe (two answers in one input); "
+                                                                    "repeatable")
     ap.add_argument("--encoder", default=None, help="encoder directory (default: the packaged MiniLM); a decoder "
                                                     "such as SmolLM2 is read the same way (mean-pooled last states)")
     args = ap.parse_args(argv)
@@ -140,7 +220,15 @@ def main(argv=None) -> None:
         groups = [texts[4 * i:4 * i + 4] for i in range(len(items))]
         train_g = [g for g, t in zip(groups, is_test) if not t]
         test_g = [g for g, t in zip(groups, is_test) if t]
-        for setting in args.ft or ["3e-5,8,256,0"]:
+        for setting in args.pairwise:
+            lr, epochs, max_len, seed, *rest = setting.split(",")
+            t0 = time.time()
+            D = pairwise_probe(train_g, test_g, args.encoder, float(lr), int(epochs), int(max_len), int(seed),
+                               lora_r=int(rest[0]) if rest else 0)
+            acc, per = pairwise_diff_accuracy(D)
+            print(f"pairwise {Path(args.encoder).name} ({setting}; {time.time() - t0:.0f} s): {acc:.3f} {per}",
+                  flush=True)
+        for setting in args.ft or ([] if args.pairwise else ["3e-5,8,256,0"]):
             lr, epochs, max_len, seed, *rest = setting.split(",")
             t0 = time.time()
             S = finetuned_probe(train_g, test_g, args.encoder, float(lr), int(epochs), int(max_len), int(seed),

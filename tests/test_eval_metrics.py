@@ -75,6 +75,26 @@ def test_usl_eval_length_json(tiny_file, tmp_path):
     assert res.exit_code == 0 and "overall" in res.output and "     2" in res.output
 
 
+def test_usl_eval_writes_one_prediction_per_sample(tiny_file, tmp_path):
+    from usl.cli import app
+
+    pred = tmp_path / "sub" / "pred.jsonl"
+    res = CliRunner().invoke(app, ["--home", str(tmp_path / "home"), "eval", "--judge", "random:3",
+                                   "--data", str(tiny_file), "--predictions", str(pred), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in pred.read_text().splitlines()]
+    src = [json.loads(line) for line in tiny_file.read_text().splitlines()]
+    assert [r["idx"] for r in rows] == [str(s["idx"]) for s in src]
+    assert [r["preference"] for r in rows] == [s["preference"] for s in src]
+    for r in rows:
+        # the decision averages the two orders; credit follows the label, none on a tie sample
+        assert abs(r["p_a"] - (r["p_a_given_order"] + r["p_a_swapped_order"]) / 2) < 1e-5
+        assert r["correct"] == (None if r["preference"] == "tie" else
+                                1.0 if r["label"] == r["preference"] else 0.5 if r["label"] == "tie" else 0.0)
+    credits = [r["correct"] for r in rows if r["correct"] is not None]
+    assert abs(sum(credits) / len(credits) - json.loads(res.output)["accuracy"]) < 1e-9
+
+
 def test_usl_eval_breaks_down_by_family(tmp_path):
     from usl.evaluation.report import evaluate
     from usl.judges.registry import load_judge

@@ -67,8 +67,13 @@ def eval_command(ctx: typer.Context,
                                            "seeded random, in file order."),
                  batch_size: int = typer.Option(16, help="Requests per judge call."),
                  as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-                 out: str = typer.Option("", help="Also write the JSON report to this file.")) -> None:
+                 out: str = typer.Option("", help="Also write the JSON report to this file."),
+                 predictions: str = typer.Option("", help="Also write one JSON line per sample to this file: "
+                                                 "the judge's P(A) in each order, its label, and whether it "
+                                                 "was right (for error analysis).")) -> None:
     """Accuracy, agreement incl. ties, swap and criteria-flip consistency; per file and per source."""
+    from pathlib import Path
+
     from usl.evaluation.report import evaluate
     from usl.judges.registry import load_judge
 
@@ -78,10 +83,11 @@ def eval_command(ctx: typer.Context,
         report = evaluate(j, data, limit=limit, batch_size=batch_size)
         d = report.to_dict()
         if out:
-            from pathlib import Path
-
             Path(out).parent.mkdir(parents=True, exist_ok=True)
             Path(out).write_text(json.dumps(d, indent=2))
+        if predictions:
+            Path(predictions).parent.mkdir(parents=True, exist_ok=True)
+            Path(predictions).write_text("".join(json.dumps(r) + "\n" for r in report.predictions()))
         typer.echo(json.dumps(d, indent=2) if as_json else report.to_text())
 
 

@@ -42,11 +42,28 @@ class EvalReport:
     by_source: dict[str, dict] = field(default_factory=dict)
     by_family: dict[str, dict] = field(default_factory=dict)
     seconds: float = 0.0
+    judged: list[Judged] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict:
         return {"judge": self.judge, "files": self.files, **self.overall, "by_file": self.by_file,
                 "by_source": self.by_source, "by_family": self.by_family, "seconds": round(self.seconds, 2),
                 "seconds_per_pair": round(self.seconds / max(1, 2 * self.overall["n"]), 4)}
+
+    def predictions(self) -> list[dict]:
+        """One row per judged sample, in file order: what the judge decided and whether it was right
+        (the order-averaged P(A), each order's own P(A), the label, and the sample's keys), for error
+        analysis. ``correct`` is the accuracy credit (0, 0.5 for an undecided decision, 1), ``None``
+        on a sample labelled tie."""
+        rows = []
+        for j in self.judged:
+            s, pref = j.sample, j.sample.preference
+            credit = None if pref == "tie" else 1.0 if j.label == pref else 0.5 if j.label == "tie" else 0.0
+            rows.append({"file": j.file, "idx": s.idx, "group": s.group, "source": s.source,
+                         "family": family_of(s), "criteria": list(s.criteria), "preference": pref,
+                         "label": j.label, "correct": credit, "p_a": round(j.decision.p_a, 6),
+                         "p_tie": round(j.decision.p_tie, 6), "p_a_given_order": round(j.ab.p_a, 6),
+                         "p_a_swapped_order": round(j.ba.p_b, 6), "swap_consistent": j.swap_consistent})
+        return rows
 
     def to_text(self) -> str:
         def row(name: str, m: dict) -> str:
@@ -116,7 +133,7 @@ def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch
     by_family.pop("", None)   # samples without a family count overall only
     by_file = {n: by_file.get(n) or summarize([]) for n in names}   # in the order given
     return EvalReport(judge.identity, names, summarize(judged), by_file, by_source, by_family,
-                      time.perf_counter() - t0)
+                      time.perf_counter() - t0, judged)
 
 
 def _grouped(judged: Sequence[Judged], key) -> dict[str, dict]:
