@@ -95,6 +95,24 @@ def test_usl_eval_writes_one_prediction_per_sample(tiny_file, tmp_path):
     assert abs(sum(credits) / len(credits) - json.loads(res.output)["accuracy"]) < 1e-9
 
 
+def test_usl_eval_keeps_files_of_one_name_apart(tmp_path):
+    from usl.evaluation.report import evaluate
+    from usl.judges.registry import load_judge
+
+    # the same base name in two folders: two rows of by_file, each with its own samples
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    # even rows have the longer answer second: `length` is right on every row of a, wrong on every row of b
+    a = write_jsonl(tmp_path / "a" / "human.jsonl", [sample_dict(i, pref="model_b") for i in (0, 2, 4)])
+    b = write_jsonl(tmp_path / "b" / "human.jsonl", [sample_dict(i, pref="model_a") for i in (0, 2)])
+    c = write_jsonl(tmp_path / "style.jsonl", [sample_dict(0, pref="model_b")])
+    report = evaluate(load_judge("length"), [a, b, c]).to_dict()
+    assert report["files"] == [str(a), str(b), "style.jsonl"]
+    assert [(report["by_file"][str(f)]["n"], report["by_file"][str(f)]["accuracy"]) for f in (a, b)] == \
+        [(3, 1.0), (2, 0.0)]
+    assert report["n"] == 6
+
+
 def test_usl_eval_breaks_down_by_family(tmp_path):
     from usl.evaluation.report import evaluate
     from usl.judges.registry import load_judge

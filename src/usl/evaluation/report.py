@@ -118,7 +118,7 @@ def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch
 
     t0 = time.perf_counter()
     # Read (and so validate) every file before judging any: a bad last file fails in seconds.
-    loaded = [(Path(path).name, subsample(read_samples(path), limit)) for path in files]
+    loaded = [(name, subsample(read_samples(path), limit)) for name, path in zip(file_names(files), files)]
     names = [name for name, _ in loaded]
     prepare = getattr(judge, "prepare", None)
     if callable(prepare):  # a judge that reads each answer once (the fast CRM) reads them all in one pass
@@ -134,6 +134,13 @@ def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch
     by_file = {n: by_file.get(n) or summarize([]) for n in names}   # in the order given
     return EvalReport(judge.identity, names, summarize(judged), by_file, by_source, by_family,
                       time.perf_counter() - t0, judged)
+
+
+def file_names(files: Sequence[str | Path]) -> list[str]:
+    """How the report names each file: its base name, or the path as given where two files share a base
+    name (``a/eval/human.jsonl`` and ``b/eval/human.jsonl`` are two rows, not one)."""
+    base = [Path(f).name for f in files]
+    return [b if base.count(b) == 1 else str(f) for b, f in zip(base, files)]
 
 
 def _grouped(judged: Sequence[Judged], key) -> dict[str, dict]:
