@@ -61,10 +61,16 @@ def _rate(hits: int, n: int) -> float | None:
     return hits / n if n else None
 
 
+def credit(j: Judged) -> float | None:
+    """A sample's share of the accuracy: 1 if the decision names the labelled winner, 0.5 if it is
+    undecided (tie), 0 otherwise; None for a sample labelled tie (not counted)."""
+    pref = j.sample.preference
+    return None if pref == "tie" else 1.0 if j.label == pref else 0.5 if j.label == "tie" else 0.0
+
+
 def accuracy(items: Sequence[Judged]) -> tuple[float | None, int]:
-    xs = [j for j in items if j.sample.preference != "tie"]
-    credit = sum(1.0 if j.label == j.sample.preference else 0.5 if j.label == "tie" else 0.0 for j in xs)
-    return (credit / len(xs) if xs else None), len(xs)
+    credits = [c for c in map(credit, items) if c is not None]
+    return (sum(credits) / len(credits) if credits else None), len(credits)
 
 
 def agreement(items: Sequence[Judged]) -> float | None:

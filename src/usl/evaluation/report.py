@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from usl.evaluation.metrics import Judged, summarize
+from usl.evaluation.metrics import Judged, credit, summarize
 from usl.judges.base import Judge, JudgeRequest
 from usl.types import Criteria, PreferenceSample
 
@@ -56,11 +56,10 @@ class EvalReport:
         on a sample labelled tie."""
         rows = []
         for j in self.judged:
-            s, pref = j.sample, j.sample.preference
-            credit = None if pref == "tie" else 1.0 if j.label == pref else 0.5 if j.label == "tie" else 0.0
+            s = j.sample
             rows.append({"file": j.file, "idx": s.idx, "group": s.group, "source": s.source,
-                         "family": family_of(s), "criteria": list(s.criteria), "preference": pref,
-                         "label": j.label, "correct": credit, "p_a": round(j.decision.p_a, 6),
+                         "family": family_of(s), "criteria": list(s.criteria), "preference": s.preference,
+                         "label": j.label, "correct": credit(j), "p_a": round(j.decision.p_a, 6),
                          "p_tie": round(j.decision.p_tie, 6), "p_a_given_order": round(j.ab.p_a, 6),
                          "p_a_swapped_order": round(j.ba.p_b, 6), "swap_consistent": j.swap_consistent})
         return rows
