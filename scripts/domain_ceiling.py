@@ -43,27 +43,35 @@ from usl.paths import shared_data
 STYLES = tuple(DOMAIN_FAMILIES)  # academy, business, literature, normal (the paper's "original")
 
 
+def contrast_accuracy(wins: np.ndarray) -> tuple[float, dict[str, float]]:
+    """wins (queries, 4, 4): ``wins[q, w, l]``, the ``w`` answer beat the ``l`` answer under ``w``'s
+    criteria -> overall and per-contrast accuracy (the diagonal is not read)."""
+    per = {f"{w}>{lo}": round(float(np.mean(wins[:, i, j])), 3)
+           for i, w in enumerate(STYLES) for j, lo in enumerate(STYLES) if i != j}
+    off = ~np.eye(len(STYLES), dtype=bool)
+    return float(np.mean(wins[:, off])), per
+
+
 def pairwise_accuracy(logp: np.ndarray) -> tuple[float, dict[str, float]]:
-    """logp (queries, 4 answers, 4 classes) -> overall and per-contrast accuracy."""
-    per: dict[str, list[bool]] = {}
-    for p in logp:
-        for i, w in enumerate(STYLES):
-            for j, lo in enumerate(STYLES):
-                if i != j:
-                    per.setdefault(f"{w}>{lo}", []).append(bool(p[i, i] > p[j, i]))
-    overall = float(np.mean([x for v in per.values() for x in v]))
-    return overall, {k: round(float(np.mean(v)), 3) for k, v in per.items()}
+    """logp (queries, 4 answers, 4 classes) -> overall and per-contrast accuracy:
+    ``logp[w, w] > logp[l, w]``."""
+    own = np.diagonal(logp, axis1=1, axis2=2)                  # (queries, w): logp[w, w]
+    return contrast_accuracy(own[:, :, None] > logp.transpose(0, 2, 1))
 
 
-def finetuned_probe(train: list[list[str]], test: list[list[str]], encoder: str, lr: float, epochs: int,
-                    max_len: int, seed: int, lora_r: int = 0, batch: int = 8) -> np.ndarray:
-    """Fine-tune ``encoder`` on the training queries' answers (4 per query, in STYLES order) and
-    return the test answers' style scores, (test queries, 4 answers, 4 styles)."""
+def pairwise_diff_accuracy(d: np.ndarray) -> tuple[float, dict[str, float]]:
+    """d (queries, 4, 4, 4 styles) from ``pairwise_probe`` -> overall and per-contrast accuracy:
+    ``d[w, l, w] > 0``."""
+    return contrast_accuracy(np.diagonal(d, axis1=1, axis2=3).transpose(0, 2, 1) > 0)
+
+
+def _trainable(encoder: str, lr: float, steps: int, seed: int, lora_r: int):
+    """(tokenizer, encoder, linear head per style, optimizer, one-cycle schedule, device) for a probe:
+    every weight trained, or a LoRA of rank ``lora_r`` (a decoder gets it on all its linear layers)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     torch.manual_seed(seed)
-    rng = random.Random(seed)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     tok = AutoTokenizer.from_pretrained(encoder)
     if tok.pad_token is None:  # a decoder's tokenizer (SmolLM2 has none): padding is masked out anyway
@@ -79,31 +87,55 @@ def finetuned_probe(train: list[list[str]], test: list[list[str]], encoder: str,
     head = torch.nn.Linear(enc.config.hidden_size, len(STYLES)).to(dev)
     opt = torch.optim.AdamW([{"params": [p for p in enc.parameters() if p.requires_grad], "lr": lr},
                              {"params": head.parameters(), "lr": 1e-3}], weight_decay=0.01)
-    steps = epochs * ((len(train) + batch - 1) // batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[lr, 1e-3], total_steps=steps, pct_start=0.1)
+    return tok, enc, head, opt, sched, dev
 
-    def scores(queries: list[list[str]]) -> "torch.Tensor":
-        x = tok([t for q in queries for t in q], truncation=True, max_length=max_len, padding=True,
-                return_tensors="pt").to(dev)
-        with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda"):
-            h = enc(**x).last_hidden_state
-        m = x["attention_mask"].unsqueeze(-1).float()
-        return head((h.float() * m).sum(1) / m.sum(1)).view(len(queries), len(STYLES), len(STYLES))
 
-    order = list(train)
+def _pooled_head(enc, head, x, dev: str):
+    """The head over the mean of the encoder's last states (padding masked out), bf16 on a GPU."""
+    import torch
+
+    with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda"):
+        h = enc(**x).last_hidden_state
+    m = x["attention_mask"].unsqueeze(-1).float()
+    return head((h.float() * m).sum(1) / m.sum(1))
+
+
+def _fit(order: list, epochs: int, batch: int, seed: int, enc, opt, sched, loss_of) -> None:
+    """``epochs`` passes over ``order`` (shuffled each time, seeded) in batches, minimizing ``loss_of``."""
+    rng = random.Random(seed)
+    order = list(order)
     for _ in range(epochs):
         rng.shuffle(order)
         enc.train()
         for i in range(0, len(order), batch):
-            b = order[i:i + batch]
-            logits = scores(b).permute(0, 2, 1).reshape(-1, len(STYLES))  # (query x style, answer)
-            target = torch.arange(len(STYLES), device=dev).repeat(len(b))
-            loss = torch.nn.functional.cross_entropy(logits, target)
+            loss = loss_of(order[i:i + batch])
             opt.zero_grad()
             loss.backward()
             opt.step()
             sched.step()
     enc.eval()
+
+
+def finetuned_probe(train: list[list[str]], test: list[list[str]], encoder: str, lr: float, epochs: int,
+                    max_len: int, seed: int, lora_r: int = 0, batch: int = 8) -> np.ndarray:
+    """Fine-tune ``encoder`` on the training queries' answers (4 per query, in STYLES order) and
+    return the test answers' style scores, (test queries, 4 answers, 4 styles)."""
+    import torch
+
+    steps = epochs * ((len(train) + batch - 1) // batch)
+    tok, enc, head, opt, sched, dev = _trainable(encoder, lr, steps, seed, lora_r)
+
+    def scores(queries: list[list[str]]) -> "torch.Tensor":
+        x = tok([t for q in queries for t in q], truncation=True, max_length=max_len, padding=True,
+                return_tensors="pt").to(dev)
+        return _pooled_head(enc, head, x, dev).view(len(queries), len(STYLES), len(STYLES))
+
+    def loss_of(b: list[list[str]]) -> "torch.Tensor":
+        logits = scores(b).permute(0, 2, 1).reshape(-1, len(STYLES))  # (query x style, answer)
+        return torch.nn.functional.cross_entropy(logits, torch.arange(len(STYLES), device=dev).repeat(len(b)))
+
+    _fit(train, epochs, batch, seed, enc, opt, sched, loss_of)
     with torch.no_grad():
         return torch.cat([scores(test[i:i + 16]) for i in range(0, len(test), 16)]).float().cpu().numpy()
 
@@ -115,72 +147,34 @@ def pairwise_probe(train: list[list[str]], test: list[list[str]], encoder: str, 
     how much more ``x`` is in that style than ``y``; the score ``d(x, y) = f(x, y) - f(y, x)`` is
     antisymmetric, so position carries no signal. Trained on every ordered pair of a training query's
     four answers (logistic loss: ``d(x_i, x_j)`` positive for style i, negative for style j). Returns
-    ``d`` for the test queries, (queries, 4, 4, 4 styles), and ``pairwise_accuracy`` reads
-    ``logp[w, w] > logp[l, w]`` from it as ``d[w, l, w] > 0``."""
+    ``d`` for the test queries, (queries, 4, 4, 4 styles), which ``pairwise_diff_accuracy`` reads."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
 
-    torch.manual_seed(seed)
-    rng = random.Random(seed)
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    tok = AutoTokenizer.from_pretrained(encoder)
-    enc = AutoModel.from_pretrained(encoder, dtype=torch.float32).to(dev)
-    if lora_r:
-        from peft import LoraConfig, get_peft_model
-
-        enc = get_peft_model(enc, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.05,
-                                             target_modules=["query", "key", "value", "dense"]))
-    head = torch.nn.Linear(enc.config.hidden_size, len(STYLES)).to(dev)
-    opt = torch.optim.AdamW([{"params": [p for p in enc.parameters() if p.requires_grad], "lr": lr},
-                             {"params": head.parameters(), "lr": 1e-3}], weight_decay=0.01)
     steps = epochs * ((len(train) + batch - 1) // batch)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[lr, 1e-3], total_steps=steps, pct_start=0.1)
+    tok, enc, head, opt, sched, dev = _trainable(encoder, lr, steps, seed, lora_r)
     n = len(STYLES)
     ordered = [(i, j) for i in range(n) for j in range(n) if i != j]
+    idx_i = torch.tensor([i for i, _ in ordered], device=dev)
+    idx_j = torch.tensor([j for _, j in ordered], device=dev)
 
     def diffs(queries: list[list[str]]) -> "torch.Tensor":
         """(queries, n, n, styles): d[q, i, j] = f(x_i, x_j) - f(x_j, x_i), zero on the diagonal."""
         x = tok([q[i] for q in queries for i, _ in ordered], [q[j] for q in queries for _, j in ordered],
                 truncation="longest_first", max_length=max_len, padding=True, return_tensors="pt").to(dev)
-        with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda"):
-            h = enc(**x).last_hidden_state
-        m = x["attention_mask"].unsqueeze(-1).float()
-        f = head((h.float() * m).sum(1) / m.sum(1)).view(len(queries), len(ordered), n)
+        f = _pooled_head(enc, head, x, dev).view(len(queries), len(ordered), n)
         full = torch.zeros(len(queries), n, n, n, device=dev)
-        for k, (i, j) in enumerate(ordered):
-            full[:, i, j] = f[:, k]
+        full[:, idx_i, idx_j] = f
         return full - full.transpose(1, 2)
 
-    order = list(train)
-    idx_i = torch.tensor([i for i, _ in ordered], device=dev)
-    idx_j = torch.tensor([j for _, j in ordered], device=dev)
-    for _ in range(epochs):
-        rng.shuffle(order)
-        enc.train()
-        for b0 in range(0, len(order), batch):
-            d = diffs(order[b0:b0 + batch])[:, idx_i, idx_j]          # (queries, pairs, styles)
-            own = d.gather(2, idx_i.view(1, -1, 1).expand(d.shape[0], -1, 1))
-            other = d.gather(2, idx_j.view(1, -1, 1).expand(d.shape[0], -1, 1))
-            loss = (torch.nn.functional.softplus(-own) + torch.nn.functional.softplus(other)).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-    enc.eval()
+    def loss_of(b: list[list[str]]) -> "torch.Tensor":
+        d = diffs(b)[:, idx_i, idx_j]                                          # (queries, pairs, styles)
+        own = d.gather(2, idx_i.view(1, -1, 1).expand(d.shape[0], -1, 1))
+        other = d.gather(2, idx_j.view(1, -1, 1).expand(d.shape[0], -1, 1))
+        return (torch.nn.functional.softplus(-own) + torch.nn.functional.softplus(other)).mean()
+
+    _fit(train, epochs, batch, seed, enc, opt, sched, loss_of)
     with torch.no_grad():
         return torch.cat([diffs(test[i:i + 8]) for i in range(0, len(test), 8)]).float().cpu().numpy()
-
-
-def pairwise_diff_accuracy(d: np.ndarray) -> tuple[float, dict[str, float]]:
-    """d (queries, 4, 4, 4) from ``pairwise_probe`` -> overall and per-contrast accuracy."""
-    per: dict[str, list[bool]] = {}
-    for q in d:
-        for i, w in enumerate(STYLES):
-            for j, lo in enumerate(STYLES):
-                if i != j:
-                    per.setdefault(f"{w}>{lo}", []).append(bool(q[i, j, i] > 0))
-    overall = float(np.mean([x for v in per.values() for x in v]))
-    return overall, {k: round(float(np.mean(v)), 3) for k, v in per.items()}
 
 
 def main(argv=None) -> None:

@@ -137,6 +137,14 @@ def test_usl_eval_errors(tiny_file, tmp_path):
     assert res.exit_code == 2 and "unknown judge" in res.output
     res = CliRunner().invoke(app, ["eval", "--judge", "length", "--data", str(tmp_path / "missing.jsonl")])
     assert res.exit_code == 2 and "file not found" in res.output
+    # where the results go is checked before judging: a folder, or a folder under a file, is one line
+    (tmp_path / "plain_file").write_text("keep")
+    for option, path in (("--predictions", tmp_path), ("--out", tmp_path / "plain_file" / "r.json")):
+        res = CliRunner().invoke(app, ["--home", str(tmp_path / "home"), "eval", "--judge", "length",
+                                       "--data", str(tiny_file), option, str(path)])
+        assert res.exit_code == 2 and f"error: {option} {path}" in res.output, res.output
+        assert "overall" not in res.output  # nothing was judged
+    assert (tmp_path / "plain_file").read_text() == "keep"
 
 
 def test_subsample_keeps_groups_and_order():

@@ -8,6 +8,7 @@ only the training stack installed (``usl.cli`` imports every command group, the 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -72,23 +73,36 @@ def eval_command(ctx: typer.Context,
                                                  "the judge's P(A) in each order, its label, and whether it "
                                                  "was right (for error analysis).")) -> None:
     """Accuracy, agreement incl. ties, swap and criteria-flip consistency; per file and per source."""
-    from pathlib import Path
-
     from usl.evaluation.report import evaluate
     from usl.judges.registry import load_judge
 
     with user_errors():
+        # where the results go is checked before anything is judged: a long run does not fail at its end
+        report_file, predictions_file = _output_file("--out", out), _output_file("--predictions", predictions)
         home = _home(ctx)
         j = load_judge(judge, home=home)
         report = evaluate(j, data, limit=limit, batch_size=batch_size)
         d = report.to_dict()
-        if out:
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-            Path(out).write_text(json.dumps(d, indent=2))
-        if predictions:
-            Path(predictions).parent.mkdir(parents=True, exist_ok=True)
-            Path(predictions).write_text("".join(json.dumps(r) + "\n" for r in report.predictions()))
+        if report_file:
+            report_file.write_text(json.dumps(d, indent=2))
+        if predictions_file:
+            predictions_file.write_text("".join(json.dumps(r) + "\n" for r in report.predictions()))
         typer.echo(json.dumps(d, indent=2) if as_json else report.to_text())
+
+
+def _output_file(option: str, path: str) -> Path | None:
+    """``path`` ready to be written (its folder made), None when not asked for; a folder in its place, or
+    a folder that cannot be made, is a ValueError naming ``option``."""
+    if not path:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{option} {path}: is a folder; name a file")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{option} {path}: cannot make its folder ({e})") from e
+    return p
 
 
 def _texts_file(path: str) -> tuple[list[bytes], list[str]]:
@@ -163,7 +177,6 @@ def train_style_command(
     OUT/heldout.npz (cross-fitted scores of the styled training answers) and OUT/scores.npz.
     With --combine, joins scorers already fitted (an ensemble over seeds) and trains nothing."""
     import time
-    from pathlib import Path
 
     from usl.crm.style_scorer import StyleScorerConfig, fit_style, text_key, write_table
 
@@ -271,7 +284,6 @@ def train_reader_command(
     `--domain-reader OUT` ships with the CRM) and OUT/heldout.json (cross-fitted readings of every
     training wording). CPU, a few minutes."""
     import time
-    from pathlib import Path
 
     from usl.crm.criterion_reader import (
         KINDS,
