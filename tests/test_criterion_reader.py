@@ -609,3 +609,34 @@ def test_a_criterion_read_as_a_known_style_or_a_length_wish_does_not_lean_as_ano
     # the poet is a style the domain reader knows and "Keep it short." a length wish: they barely lean; the
     # commentator, a register neither reader knows, still does (the toy domain reader is unsure of it)
     assert gate[1] < 0.05 and gate[2] < 0.05 and gate[0] > 0.3, gate
+
+
+def _probe_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "length_reader_probe.py"
+    spec = importlib.util.spec_from_file_location("length_reader_probe", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_length_reader_probe_scores_directions_in_the_users_frame_and_never_trains_on_a_test_wording(tmp_path):
+    from usl.crm.fast_model import split_sign
+
+    probe = _probe_script()
+
+    def read(texts):  # a reader that takes "long"/"detail" for longer and anything else for shorter
+        longer = np.array([any(w in t.lower() for w in ("long", "detail")) for t in texts], np.float32)
+        return np.stack([1 - longer, longer], -1)
+
+    examples = [("Keep it short.", 1), ("Avoid: long answers", 1), ("Avoid: detail", 1),  # read the right way
+                ("Give me all the details.", 2), ("Be thorough.", 2)]  # the second one is read the wrong way
+    # a dislike names the other side: "long answers" read as longer is a concise wish read right
+    assert probe.direction(read, examples) == {"concise": 1.0, "detailed": 0.5}
+    test = _toy(tmp_path)  # SHORT, LONG and NEITHER
+    trained = {t for t, _ in probe.training_examples([str(test)], {"t": read_wordings(test)})}
+    assert trained and not trained & {split_sign(t)[0] for t in SHORT + LONG + NEITHER}
+    # without the test, its wordings are trained on, in the reader's frame
+    kept = {t for t, _ in probe.training_examples([str(test)], {})}
+    assert {"Keep it short.", "long answers"} <= kept
