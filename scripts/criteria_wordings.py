@@ -18,8 +18,10 @@ criteria libraries nor each other's files, each briefed differently. In ``config
 reward-model test; a free-text box filled in by many kinds of people), which still measure fairly
 depends on whether their failures steered the keyword reading: ``a``, ``b``, ``c`` (30, 60, 60 a
 side, session 9) and ``d``, ``e``, ``f`` (60 a side, session 11) did, and so did
-``probe_worked_on.json``; ``g`` and ``h`` (60 a side, session 11) have not been looked at, and are
-the held-out measure. Write new blind sets before steering by them.
+``probe_worked_on.json``; ``g`` and ``h`` (60 a side, session 11) were the held-out measure until
+session 23 wrote training wordings after reading their misses; ``i`` (session 23) then was, until
+session 24 compared readers on it; ``j`` (session 24) has steered nothing. Write new blind sets
+before steering by them.
 ``configs/domain_wordings/probe_independent_a.json`` (40 a style, session 11) and ``_b.json`` (50 a
 style, session 16) are blind too.
 """
