@@ -58,6 +58,19 @@ def read_probe(path: str) -> dict[str, list[str]]:
     return {ALIASES.get(family, family): words for family, words in probe.items()}
 
 
+def per_wording(judge, samples, wordings: dict[str, list[str]]) -> dict[str, dict[str, float]]:
+    """family -> wording -> the share of the family's pairs in ``samples`` judged right with the pair's
+    criteria replaced by that one wording."""
+    per: dict[str, dict[str, float]] = {}
+    for family, words in wordings.items():
+        mine = [s for s in samples if family_of(s) == family]
+        per[family] = {}
+        for w in words:
+            judged = judge_samples(judge, [dataclasses.replace(s, criteria=(w,)) for s in mine], batch_size=512)
+            per[family][w] = float(np.mean([j.label == j.sample.preference for j in judged]))
+    return per
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--judge", default="default")
@@ -77,14 +90,10 @@ def main() -> None:
     samples = subsample(read_samples(args.data), args.limit)
     judge = load_judge(args.judge)
     by_family = {family: [s for s in samples if family_of(s) == family] for family in wordings}
-    per: dict[str, dict[str, float]] = {}
     for family, mine in by_family.items():
         if not mine:
             raise SystemExit(f"{args.data}: no pairs of family {family}")
-        per[family] = {}
-        for w in wordings[family]:
-            judged = judge_samples(judge, [dataclasses.replace(s, criteria=(w,)) for s in mine], batch_size=512)
-            per[family][w] = float(np.mean([j.label == j.sample.preference for j in judged]))
+    per = per_wording(judge, samples, wordings)
     summary = {fam: {"wordings": len(v), "pairs": len(by_family[fam]),
                      "mean": round(float(np.mean(list(v.values()))), 3),
                      "at_least_0.95": int(sum(x >= 0.95 for x in v.values())),

@@ -24,7 +24,6 @@ instead of training one. Model card, section "Session 24".
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -33,23 +32,10 @@ import torch
 from torch import nn
 
 from usl.crm.criteria_lexicon import LEXICON_AXES, lexicon_matrix
-from usl.crm.criterion_reader import (LENGTH, CriterionReader, in_reader_frame, library_held_out, library_wordings,
-                                      read_wordings)
+from usl.crm.criterion_reader import (LENGTH, CriterionReader, ReaderConfig, _head, library_wordings, read_wordings,
+                                      training_examples)
 from usl.crm.fast_model import split_sign
-
-
-class Head(nn.Module):
-    """``criterion_reader._head`` for token states of any width."""
-
-    def __init__(self, dim: int, hidden: int = 256):
-        super().__init__()
-        self.proj, self.att = nn.Linear(dim, hidden), nn.Linear(hidden, 1)
-        self.out = nn.Sequential(nn.Linear(hidden + len(LEXICON_AXES), 128), nn.GELU(), nn.Linear(128, 3))
-
-    def forward(self, h, mask, lex):
-        x = self.proj(h.float())
-        a = self.att(x).squeeze(-1).masked_fill(mask == 0, -1e9).softmax(-1)
-        return self.out(torch.cat([(a[..., None] * x).sum(1), lex], -1))
+from usl.types import DataError
 
 
 class BackboneReader:
@@ -78,19 +64,24 @@ class BackboneReader:
                 ms.append(t["attention_mask"])
         return torch.cat(hs), torch.cat(ms), torch.from_numpy(lexicon_matrix(texts))
 
-    def fit(self, examples: list[tuple[str, int]], heads: int = 3, epochs: int = 20) -> None:
+    def fit(self, examples: list[tuple[str, int]]) -> None:
+        """The length reader's heads and ``ReaderConfig``'s training settings (lr, epochs, batch, label
+        smoothing, three heads), seeded 0, 1, 2; no cross-fitting (``fit_reader`` reads MiniLM only)."""
+        cfg = ReaderConfig(layers=tuple(self.layers))
         h, m, lex = self.states([t for t, _ in examples])
         y = torch.tensor([label for _, label in examples])
-        for k in range(heads):
+        width = h.shape[-1] // len(self.layers)
+        for k in range(cfg.heads):
             torch.manual_seed(k)
-            hd = Head(h.shape[-1])
-            opt = torch.optim.AdamW(hd.parameters(), 1e-3, weight_decay=0.01)
-            for _ in range(epochs):
+            hd = _head(cfg, len(LEXICON_AXES), width)
+            opt = torch.optim.AdamW(hd.parameters(), cfg.lr, weight_decay=0.01)
+            for _ in range(cfg.epochs):
                 hd.train()
                 perm = torch.randperm(len(y))
-                for i in range(0, len(perm), 32):
-                    b = perm[i:i + 32]
-                    loss = nn.functional.cross_entropy(hd(h[b], m[b], lex[b]), y[b], label_smoothing=0.05)
+                for i in range(0, len(perm), cfg.batch):
+                    b = perm[i:i + cfg.batch]
+                    loss = nn.functional.cross_entropy(hd(h[b].float(), m[b], lex[b]), y[b],
+                                                       label_smoothing=cfg.label_smoothing)
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
@@ -101,18 +92,15 @@ class BackboneReader:
         if todo:
             h, m, lex = self.states(todo)
             with torch.inference_mode():
-                p = torch.stack([hd(h, m, lex).softmax(-1) for hd in self.heads]).mean(0).numpy()
+                p = torch.stack([hd(h.float(), m, lex).softmax(-1) for hd in self.heads]).mean(0).numpy()
             self._memo.update(zip(todo, p))
         return np.stack([self._memo[t][1:] for t in texts]) if texts else np.zeros((0, 2), np.float32)
 
 
-def training_examples(wordings: list[str], tests: dict[str, list]) -> list[tuple[str, int]]:
-    """What `usl train-reader` trains a length reader on, the tests' wordings and the library's held-out ones
-    left out."""
-    lib = library_wordings(0, LENGTH.name)
-    extra = [x for f in wordings for x in read_wordings(f)]
-    gone = {split_sign(t)[0] for ex in tests.values() for t, _ in ex} | {split_sign(t)[0] for t in library_held_out(0)}
-    return in_reader_frame([x for x in lib + extra if split_sign(x[0])[0] not in gone])
+def examples_for(extra: list[tuple[str, int]], tests: dict[str, list]) -> list[tuple[str, int]]:
+    """What `usl train-reader` trains a length reader on with these ``--wordings`` files' wordings (``extra``)
+    and ``--test`` files'."""
+    return training_examples(library_wordings(0, LENGTH.name), extra, tests.values(), 0)[0]
 
 
 def direction(read, examples: list[tuple[str, int]]) -> dict[str, float]:
@@ -127,31 +115,27 @@ def direction(read, examples: list[tuple[str, int]]) -> dict[str, float]:
 
 
 def judge_figures(read, args) -> None:
-    """The default judge over --judge-data under each test set's wordings (``criteria_wordings.py``'s
+    """The default judge over --judge-data under each test set's length wordings (``criteria_wordings.py``'s
     reckoning: the mean over wordings of the share of pairs judged right, and how many reach 0.95) and over
     each --guard file, as shipped and with this reader giving the length prior's direction."""
-    import dataclasses
-
     from usl.data.paper_jsonl import read_samples
     from usl.evaluation import metrics
-    from usl.evaluation.report import family_of, judge_samples
+    from usl.evaluation.report import judge_samples
     from usl.judges import fast
 
+    wordings = _criteria_wordings()
     shipped = fast.FastJudge._criteria
-    trained = CriterionReader.load(fast.shipped_weights(fast.DEFAULT_WEIGHTS), LENGTH.name)
 
     def with_direction(self, criteria):
         C, signs = shipped(self, criteria)
         texts = [split_sign(c)[0] for c in criteria]
-        if texts:
-            q = torch.from_numpy(trained.probs(texts))
+        if texts:  # the judge's own length reader (memoised, on its MiniLM pass) says how far it is a length wish
+            q = torch.from_numpy(self.model.reader.probs(texts))
             p = torch.from_numpy(np.asarray(read(texts), np.float32))
             C["len"] = (1 - q[:, 0]) * (p[:, 1] - p[:, 0]) / (p[:, 1] + p[:, 0]).clamp(min=1e-6)
         return C, signs
 
     flip = read_samples(args.judge_data)
-    sides = {"concise": "length_concise", "detailed": "length_detailed"}
-    sides |= {f: f for f in sides.values()}
     try:
         for name, patch in (("shipped", shipped), ("this reader's direction", with_direction)):
             fast.FastJudge._criteria = patch
@@ -160,18 +144,23 @@ def judge_figures(read, args) -> None:
                 acc = metrics.accuracy(judge_samples(judge, read_samples(f), batch_size=512))[0]
                 print(f"{name}: {f}: accuracy {acc:.4f}", flush=True)
             for t in args.test:
-                row = {}
-                for side, words in json.loads(Path(t).read_text()).items():
-                    if side not in sides:  # a neutral side: no length flip pairs to judge it on
-                        continue
-                    pairs = [x for x in flip if family_of(x) == sides[side]]
-                    acc = [float(np.mean([j.label == j.sample.preference for j in judge_samples(
-                        judge, [dataclasses.replace(x, criteria=(w,)) for x in pairs], batch_size=512)]))
-                        for w in words]
-                    row[side] = f"{np.mean(acc):.3f} ({sum(a >= 0.95 for a in acc)}/{len(acc)} >= 0.95)"
+                probe = {fam: w for fam, w in wordings.read_probe(t).items() if fam.startswith("length_")}
+                per = wordings.per_wording(judge, flip, probe)
+                row = {fam: f"{np.mean(list(v.values())):.3f} ({sum(a >= 0.95 for a in v.values())}/{len(v)} >= 0.95)"
+                       for fam, v in per.items()}
                 print(f"{name}: {t}: {row}", flush=True)
     finally:
         fast.FastJudge._criteria = shipped
+
+
+def _criteria_wordings():
+    """``scripts/criteria_wordings.py`` as a module (its probe-file reading and per-wording accuracy)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("criteria_wordings", Path(__file__).with_name("criteria_wordings.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def main() -> None:
@@ -188,15 +177,29 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.time()
-    tests = {f: read_wordings(f) for f in args.test}
+    try:  # every file read, and the layers parsed, before anything is trained or judged
+        tests = {f: read_wordings(f) for f in args.test}
+        try:
+            layers = [int(x) for x in args.layers.split(",")]
+        except ValueError:
+            raise ValueError(f"--layers {args.layers!r}: expected layer numbers separated by commas") from None
+        extra = [x for f in args.wordings for x in read_wordings(f)]
+        if args.judge_data:
+            from usl.data.paper_jsonl import read_samples
+
+            read_samples(args.judge_data)
+            for f in args.guard:
+                read_samples(f)
+    except (DataError, OSError, ValueError) as e:
+        raise SystemExit(f"error: {e}") from e
     if args.reader:
         r = CriterionReader.load(args.reader, LENGTH.name)
         if r is None:
             raise SystemExit(f"{args.reader}: no {LENGTH.dir}/")
         read = r.read
     else:
-        r = BackboneReader(args.backbone, [int(x) for x in args.layers.split(",")], args.frame, args.home)
-        examples = training_examples(args.wordings, tests)
+        r = BackboneReader(args.backbone, layers, args.frame, args.home)
+        examples = examples_for(extra, tests)
         r.fit(examples)
         print(f"trained on {len(examples)} texts in {time.time() - t0:.0f} s", flush=True)
         read = r.read

@@ -635,8 +635,19 @@ def test_the_length_reader_probe_scores_directions_in_the_users_frame_and_never_
     # a dislike names the other side: "long answers" read as longer is a concise wish read right
     assert probe.direction(read, examples) == {"concise": 1.0, "detailed": 0.5}
     test = _toy(tmp_path)  # SHORT, LONG and NEITHER
-    trained = {t for t, _ in probe.training_examples([str(test)], {"t": read_wordings(test)})}
+    trained = {t for t, _ in probe.examples_for(read_wordings(test), {"t": read_wordings(test)})}
     assert trained and not trained & {split_sign(t)[0] for t in SHORT + LONG + NEITHER}
     # without the test, its wordings are trained on, in the reader's frame
-    kept = {t for t, _ in probe.training_examples([str(test)], {})}
+    kept = {t for t, _ in probe.examples_for(read_wordings(test), {})}
     assert {"Keep it short.", "long answers"} <= kept
+
+
+def test_the_length_reader_probe_names_a_bad_input_before_it_loads_anything(tmp_path, monkeypatch):
+    probe = _probe_script()
+    good = str(_toy(tmp_path))
+    for args, said in ((["--test", str(tmp_path / "nope.json")], "nope.json: file not found"),
+                       (["--test", good, "--layers", "1,x"], "--layers '1,x'"),
+                       (["--test", good, "--judge-data", str(tmp_path / "none.jsonl")], "none.jsonl: file not found")):
+        monkeypatch.setattr("sys.argv", ["length_reader_probe.py", *args])
+        with pytest.raises(SystemExit, match=said.replace(".", r"\.")):
+            probe.main()

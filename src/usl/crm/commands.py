@@ -291,10 +291,10 @@ def train_reader_command(
         direction_accuracy,
         fit_reader,
         in_reader_frame,
-        library_held_out,
         library_wordings,
         read_wordings,
         sides_of,
+        training_examples,
         write_readings,
     )
 
@@ -307,19 +307,7 @@ def train_reader_command(
         gone = {side for f in holdout_family for side in sides_of(f)}
         extra = [x for f in wordings for x in read_wordings(f, kind, skip=gone)]
         tests = {f: read_wordings(f, kind) for f in test}
-        # a test wording is never trained on, even where a training file has it in another form: the
-        # reader reads what split_sign leaves ("Please, no walls of text." and "Avoid: walls of text")
-        from usl.crm.fast_model import split_sign
-
-        held_rest = {split_sign(t)[0] for ex in tests.values() for t, _ in ex}
-        kept = {t for t, _ in lib + extra if split_sign(t)[0] not in held_rest}
-        dropped = len({t for t, _ in lib + extra} - kept)
-        # nor the library's held-out wordings, which word the evaluation pairs' criteria
-        held_lib = {split_sign(t)[0] for t in library_held_out(library_seed)}
-        leak = {t for t in kept if split_sign(t)[0] in held_lib}
-        kept -= leak
-        lib = [x for x in lib if x[0] in kept]
-        examples = in_reader_frame(lib + [x for x in extra if x[0] in kept], kind)
+        examples, lib, dropped, leaked = training_examples(lib, extra, tests.values(), library_seed, kind)
         # every training text gets a reading from heads that did not see it: the fast CRM trains on these
         reader, held = fit_reader(examples, cfg, crossfit=[t for t, _ in examples])
         o = Path(out)
@@ -328,7 +316,7 @@ def train_reader_command(
         write_readings(o / "heldout.json", held)
         counts = {name: sum(label == k for _, label in examples) for k, name in enumerate(KINDS[kind].labels)}
         report = {"out": out, "kind": kind, "examples": counts, "library_wordings": len(in_reader_frame(lib, kind)),
-                  "dropped_as_test": dropped, "dropped_as_held_out_library": len(leak),
+                  "dropped_as_test": dropped, "dropped_as_held_out_library": leaked,
                   "test": {f: direction_accuracy(reader, ex) for f, ex in tests.items()},
                   "seconds": round(time.time() - t0, 1)}
         (o / "training.json").write_text(json.dumps(report | {"wordings": list(wordings), "library_seed": library_seed,

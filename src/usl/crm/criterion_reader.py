@@ -102,14 +102,15 @@ class ReaderConfig:
             raise ValueError(f"reader kind {self.kind!r}: expected one of {', '.join(KINDS)}")
 
 
-def _head(cfg: ReaderConfig, n_lexicon: int):
+def _head(cfg: ReaderConfig, n_lexicon: int, width: int = 384):
+    """One head over token states of ``width`` numbers a layer (all-MiniLM-L6-v2's 384)."""
     import torch
     from torch import nn
 
     class Head(nn.Module):
         def __init__(self):
             super().__init__()
-            self.proj = nn.Linear(384 * len(cfg.layers), cfg.hidden)
+            self.proj = nn.Linear(width * len(cfg.layers), cfg.hidden)
             self.att = nn.Linear(cfg.hidden, 1)
             self.out = nn.Sequential(nn.Linear(cfg.hidden + n_lexicon, 128), nn.GELU(), nn.Linear(128, len(KINDS[cfg.kind].labels)))
 
@@ -350,6 +351,26 @@ def in_reader_frame(examples: Sequence[tuple[str, int]], kind: str = "length") -
         elif kind == "length":
             out[rest] = 3 - label
     return list(out.items())
+
+
+def training_examples(lib: Sequence[tuple[str, int]], extra: Sequence[tuple[str, int]],
+                      tests: Collection[Sequence[tuple[str, int]]], library_seed: int, kind: str = "length"
+                      ) -> tuple[list[tuple[str, int]], list[tuple[str, int]], int, int]:
+    """What a reader trains on, from the library's wordings ``lib`` and the wordings files' ``extra``: no
+    wording of ``tests``, even in another form that reads the same ("Please, no walls of text." and
+    "Avoid: walls of text": compared as ``split_sign`` leaves them), nor any of the library's held-out
+    wordings of ``library_seed``, which word the evaluation pairs' criteria. Returns the examples in the
+    reader's frame, the library's wordings kept, and how many texts were dropped as tests and as held out."""
+    from usl.crm.fast_model import split_sign
+
+    held_rest = {split_sign(t)[0] for ex in tests for t, _ in ex}
+    kept = {t for t, _ in [*lib, *extra] if split_sign(t)[0] not in held_rest}
+    dropped = len({t for t, _ in [*lib, *extra]} - kept)
+    held_lib = {split_sign(t)[0] for t in library_held_out(library_seed)}
+    leak = {t for t in kept if split_sign(t)[0] in held_lib}
+    kept -= leak
+    lib = [x for x in lib if x[0] in kept]
+    return in_reader_frame(lib + [x for x in extra if x[0] in kept], kind), lib, dropped, len(leak)
 
 
 def fit_reader(examples: Sequence[tuple[str, int]], cfg: ReaderConfig, crossfit: Sequence[str] = ()
