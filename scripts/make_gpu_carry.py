@@ -1,4 +1,5 @@
-"""Pack what a GPU box needs for the MiniLM CRM grid into one folder that fits a 64 MiB carry.
+"""Pack what a GPU box needs for the MiniLM CRM grid, or for the fast CRM's style scorer, into what fits a
+64 MiB carry.
 
     python scripts/make_gpu_carry.py --data artifacts/data-full --out artifacts/gpu_m
 
@@ -9,6 +10,19 @@ at ``max_length: 512`` each answer of a pair gets at most ~200 tokens, so nothin
 have seen is lost; dev subsampled to ``--dev-n``), and ``eval/*.jsonl.gz`` unless ``--no-eval``
 (room for a board export to score, ``scripts/crm_fidelity.py``). The grid itself is
 ``scripts/gpu_crm_grid.sh``.
+
+    python scripts/make_gpu_carry.py --style board.json --data artifacts/data-full --out artifacts/gpu_s
+
+packs instead what ``usl train-style`` needs there (section "Training data and recipe" of
+``src/usl/crm/weights/fast-crm/MODEL_CARD.md``), in two folders each of which fits beside the
+tree: ``a/`` holds the training pairs whose criteria family starts with ``--prefix`` (the styled
+answers: all the scorer trains on), ``board.json.xz`` (the ``--style`` answers, for ``--known``) and
+``score.json.xz`` (every answer of ``train.jsonl`` and ``dev.jsonl``, for ``--score``), both as
+``{"keys", "texts"}`` with each text cut after the words that hold the scorer's first ``--max-len``
+tokens and keyed by its whole text, the encoder's config and tokenizer and the first half of its fp16
+weights (``model.part0``); ``b/`` the second half (``model.part1``). Carry ``a`` in one call and
+copy it out of the tree (``/root`` stays while the machine is warm), then ``b`` in the next:
+``cat /root/s/model.part0 artifacts/gpu_s/b/model.part1 > /root/s/minilm/model.safetensors``.
 """
 
 from __future__ import annotations
@@ -43,6 +57,60 @@ def pack_jsonl(src: Path, dst: Path, head: int, tail: int, limit: int = 0, seed:
     return len(lines)
 
 
+def fp16_encoder(out: Path) -> bytes:
+    """The packaged all-MiniLM-L6-v2's config and tokenizer copied into ``out``; its weights as fp16
+    safetensors bytes (45 MB; loaded as fp32 there)."""
+    from safetensors.torch import load_file, save
+
+    from usl.data.embed import encoder_path
+
+    src = Path(encoder_path())
+    out.mkdir(parents=True, exist_ok=True)
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (src / f).exists():
+            shutil.copy(src / f, out / f)
+    sd = load_file(str(src / "model.safetensors"))
+    return save({k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in sd.items()})
+
+
+def pack_style_inputs(data: Path, known: Path, out: Path, prefix: str = "domain_", max_len: int = 256) -> dict:
+    """``out``'s training pairs of styled answers and the answers to score, as ``usl train-style``
+    reads them (``--train``, ``--known``, ``--score``); the counts of each."""
+    from transformers import AutoTokenizer
+
+    from usl.crm.commands import _texts_file
+    from usl.crm.style_scorer import reading_prefix
+    from usl.data.embed import encoder_path
+
+    tok = AutoTokenizer.from_pretrained(encoder_path())
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for name, files in (("board", [known]), ("score", [data / "train.jsonl", data / "dev.jsonl"])):
+        keys, texts = [], []
+        for f in files:
+            k, t = _texts_file(str(f))
+            keys += k
+            texts += t
+        with lzma.open(out / f"{name}.json.xz", "wt") as fo:
+            json.dump({"keys": [k.hex() for k in keys], "texts": [reading_prefix(t, tok, max_len) for t in texts]},
+                      fo, ensure_ascii=False)
+        counts[name] = len(keys)
+    n = 0
+    with open(data / "train.jsonl", encoding="utf-8") as fi, lzma.open(out / "train_styled.jsonl.xz", "wt") as fo:
+        for i, line in enumerate(fi, 1):
+            try:
+                family = json.loads(line).get("family") or ""
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{data / 'train.jsonl'}:{i}: not JSON ({e})") from e
+            if family.startswith(prefix):
+                fo.write(line)
+                n += 1
+    if not n:
+        raise ValueError(f"{data / 'train.jsonl'}: no pair whose criteria family starts with {prefix!r}")
+    counts["styled_pairs"] = n
+    return counts
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="artifacts/data-full", help="a `usl data build-train` output folder")
@@ -51,18 +119,31 @@ def main() -> None:
     ap.add_argument("--tail", type=int, default=350)
     ap.add_argument("--dev-n", type=int, default=700)
     ap.add_argument("--no-eval", action="store_true", help="leave the eval files out")
+    ap.add_argument("--style", metavar="KNOWN", help="pack usl train-style's inputs instead; KNOWN: the board's "
+                    "answer texts (a JSON list, .gz or .xz ok)")
+    ap.add_argument("--prefix", default="domain_", help="with --style: criteria families that name a style")
+    ap.add_argument("--max-len", type=int, default=256, help="with --style: tokens of an answer the scorer reads")
     args = ap.parse_args()
-    from safetensors.torch import load_file, save_file
-
-    from usl.data.embed import encoder_path
-
-    src, out, data = Path(encoder_path()), Path(args.out), Path(args.data)
+    out, data = Path(args.out), Path(args.data)
+    if args.style:
+        for f in (Path(args.style), data / "train.jsonl", data / "dev.jsonl"):
+            if not f.is_file():
+                raise SystemExit(f"{f}: no such file")
+        try:
+            counts = pack_style_inputs(data, Path(args.style), out / "a", args.prefix, args.max_len)
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
+        weights = fp16_encoder(out / "a" / "minilm")
+        half = len(weights) // 2
+        (out / "a" / "model.part0").write_bytes(weights[:half])
+        (out / "b").mkdir(exist_ok=True)
+        (out / "b" / "model.part1").write_bytes(weights[half:])
+        sizes = {d: sum(p.stat().st_size for p in (out / d).rglob("*") if p.is_file()) / 2**20 for d in ("a", "b")}
+        print(f"{out}: {counts}; a {sizes['a']:.1f} MiB, b {sizes['b']:.1f} MiB (each carried beside the tree: "
+              "64 MiB in all)")
+        return
     (out / "minilm").mkdir(parents=True, exist_ok=True)
-    for f in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(src / f, out / "minilm" / f)
-    sd = load_file(str(src / "model.safetensors"))
-    save_file({k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in sd.items()},
-              str(out / "minilm" / "model.safetensors"))
+    (out / "minilm" / "model.safetensors").write_bytes(fp16_encoder(out / "minilm"))
     n_tr = pack_jsonl(data / "train.jsonl", out / "train.jsonl.xz", args.head, args.tail)
     n_dev = pack_jsonl(data / "dev.jsonl", out / "dev.jsonl.gz", args.head, args.tail, args.dev_n)
     for f in [] if args.no_eval else sorted((data / "eval").glob("*.jsonl")):

@@ -340,3 +340,42 @@ def test_train_style_learns_registers_beside_the_styles_and_drops_their_heads(tm
     r = CliRunner().invoke(app, args + ["--registers", str(regs), "--aux-registers", str(regs),
                                         "--out", str(tmp_path / "both")])
     assert r.exit_code == 2 and "one of the two" in r.output and not (tmp_path / "both").exists()
+
+
+def test_the_style_carry_keeps_whole_text_keys_the_scorers_tokens_and_only_the_styled_pairs(tmp_path):
+    """scripts/make_gpu_carry.py --style: what `usl train-style` reads on a GPU box, made smaller
+    without changing what it learns from or the keys its tables are looked up by."""
+    import importlib.util
+    import lzma
+
+    from transformers import AutoTokenizer
+
+    from usl.crm.commands import _texts_file
+    from usl.data.embed import encoder_path
+
+    spec = importlib.util.spec_from_file_location("carry", Path(__file__).resolve().parents[1] / "scripts"
+                                                  / "make_gpu_carry.py")
+    carry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(carry)
+    data = tmp_path / "data"
+    data.mkdir()
+    long = " ".join(f"Kites{i} soar gracefully above the windswept dunes." for i in range(80))
+    rows = domain_rows(TOPICS)
+    rows[0]["model_a"][-1]["content"] = long
+    other = dict(rows[1], family="length_concise", idx="x1")
+    (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows + [other]))
+    (data / "dev.jsonl").write_text(json.dumps(dict(rows[2], idx="d0")) + "\n")
+    (tmp_path / "board.json").write_text(json.dumps(["Board answer one.", long]))
+    counts = carry.pack_style_inputs(data, tmp_path / "board.json", tmp_path / "a", max_len=32)
+    n_score = sum(len(_texts_file(str(data / f))[0]) for f in ("train.jsonl", "dev.jsonl"))
+    assert counts == {"board": 2, "score": n_score, "styled_pairs": len(rows)}
+    keys, texts = _texts_file(str(tmp_path / "a" / "board.json.xz"))
+    assert keys == [text_key("Board answer one."), text_key(long)]
+    tok = AutoTokenizer.from_pretrained(encoder_path())
+    ids = lambda t: tok(t, truncation=True, max_length=32)["input_ids"]
+    assert texts[0] == "Board answer one." and len(texts[1]) < len(long) / 10 and ids(texts[1]) == ids(long)
+    with lzma.open(tmp_path / "a" / "train_styled.jsonl.xz", "rt") as f:
+        assert [json.loads(line)["idx"] for line in f] == [r["idx"] for r in rows]
+    (data / "train.jsonl").write_text(json.dumps(other) + "\n")
+    with pytest.raises(ValueError, match="train.jsonl: no pair whose criteria family starts with 'domain_'"):
+        carry.pack_style_inputs(data, tmp_path / "board.json", tmp_path / "a2")
