@@ -32,14 +32,16 @@ import torch
 from torch import nn
 
 from usl.crm.criteria_lexicon import LEXICON_AXES, lexicon_matrix
-from usl.crm.criterion_reader import (LENGTH, CriterionReader, ReaderConfig, _head, library_wordings, read_wordings,
-                                      training_examples)
+from usl.crm.criterion_reader import (LENGTH, CriterionReader, ReaderConfig, _head, direction_accuracy,
+                                      library_wordings, read_wordings, training_examples)
 from usl.crm.fast_model import split_sign
 from usl.types import DataError
 
 
 class BackboneReader:
     """A length reader over frozen hidden states of ``backbone``: ``read(texts)`` -> P(shorter), P(longer)."""
+
+    kind = LENGTH  # what ``direction_accuracy`` reads of a reader, besides ``read``
 
     def __init__(self, backbone: str, layers: list[int], frame: str, home: str | None):
         from transformers import AutoModel
@@ -103,22 +105,11 @@ def examples_for(extra: list[tuple[str, int]], tests: dict[str, list]) -> list[t
     return training_examples(library_wordings(0, LENGTH.name), extra, tests.values(), 0)[0]
 
 
-def direction(read, examples: list[tuple[str, int]]) -> dict[str, float]:
-    """Share of each side's wordings the reader points the right way (a dislike's sign applied)."""
-    out = {}
-    for side, name in ((1, "concise"), (2, "detailed")):
-        rest, sign = zip(*(split_sign(t) for t, label in examples if label == side))
-        p = read(list(rest))
-        d = (p[:, 1] - p[:, 0]) * np.asarray(sign)
-        out[name] = round(float(np.mean(d > 0 if side == 2 else d < 0)), 3)
-    return out
-
-
-def judge_figures(read, args) -> None:
+def judge_figures(read, args, flip: list, guards: dict[str, list]) -> None:
     """The default judge over --judge-data under each test set's length wordings (``criteria_wordings.py``'s
     reckoning: the mean over wordings of the share of pairs judged right, and how many reach 0.95) and over
-    each --guard file, as shipped and with this reader giving the length prior's direction."""
-    from usl.data.paper_jsonl import read_samples
+    each --guard file (``flip`` and ``guards``, read once), as shipped and with this reader giving the length
+    prior's direction."""
     from usl.evaluation import metrics
     from usl.evaluation.report import judge_samples
     from usl.judges import fast
@@ -135,13 +126,12 @@ def judge_figures(read, args) -> None:
             C["len"] = (1 - q[:, 0]) * (p[:, 1] - p[:, 0]) / (p[:, 1] + p[:, 0]).clamp(min=1e-6)
         return C, signs
 
-    flip = read_samples(args.judge_data)
     try:
         for name, patch in (("shipped", shipped), ("this reader's direction", with_direction)):
             fast.FastJudge._criteria = patch
             judge = fast.FastJudge(home=args.home)
-            for f in args.guard:
-                acc = metrics.accuracy(judge_samples(judge, read_samples(f), batch_size=512))[0]
+            for f, samples in guards.items():
+                acc = metrics.accuracy(judge_samples(judge, samples, batch_size=512))[0]
                 print(f"{name}: {f}: accuracy {acc:.4f}", flush=True)
             for t in args.test:
                 probe = {fam: w for fam, w in wordings.read_probe(t).items() if fam.startswith("length_")}
@@ -184,29 +174,26 @@ def main() -> None:
         except ValueError:
             raise ValueError(f"--layers {args.layers!r}: expected layer numbers separated by commas") from None
         extra = [x for f in args.wordings for x in read_wordings(f)]
+        flip, guards = [], {}
         if args.judge_data:
             from usl.data.paper_jsonl import read_samples
 
-            read_samples(args.judge_data)
-            for f in args.guard:
-                read_samples(f)
+            flip, guards = read_samples(args.judge_data), {f: read_samples(f) for f in args.guard}
     except (DataError, OSError, ValueError) as e:
         raise SystemExit(f"error: {e}") from e
     if args.reader:
         r = CriterionReader.load(args.reader, LENGTH.name)
         if r is None:
             raise SystemExit(f"{args.reader}: no {LENGTH.dir}/")
-        read = r.read
     else:
         r = BackboneReader(args.backbone, layers, args.frame, args.home)
         examples = examples_for(extra, tests)
         r.fit(examples)
         print(f"trained on {len(examples)} texts in {time.time() - t0:.0f} s", flush=True)
-        read = r.read
     for f, ex in tests.items():
-        print(f"reader alone: {f}: {direction(read, ex)}", flush=True)
+        print(f"reader alone: {f}: { {k: round(v, 3) for k, v in direction_accuracy(r, ex).items()} }", flush=True)
     if args.judge_data:
-        judge_figures(read, args)
+        judge_figures(r.read, args, flip, guards)
 
 
 if __name__ == "__main__":

@@ -75,40 +75,31 @@ def fp16_encoder(out: Path) -> bytes:
 
 def pack_style_inputs(data: Path, known: Path, out: Path, prefix: str = "domain_", max_len: int = 256) -> dict:
     """``out``'s training pairs of styled answers and the answers to score, as ``usl train-style``
-    reads them (``--train``, ``--known``, ``--score``); the counts of each."""
+    reads them (``--train``, ``--known``, ``--score``); the counts of each. Every input is read and
+    checked before anything is written: a bad one leaves ``out`` as it was."""
     from transformers import AutoTokenizer
 
     from usl.crm.commands import _texts_file
     from usl.crm.style_scorer import reading_prefix
     from usl.data.embed import encoder_path
 
+    tables = {}
+    for name, files in (("board", [known]), ("score", [data / "train.jsonl", data / "dev.jsonl"])):
+        read = [_texts_file(str(f)) for f in files]
+        tables[name] = ([k for keys, _ in read for k in keys], [t for _, texts in read for t in texts])
+    with open(data / "train.jsonl", encoding="utf-8") as fi:  # read_samples above has checked every line
+        styled = [line for line in fi if line.strip() and (json.loads(line).get("family") or "").startswith(prefix)]
+    if not styled:
+        raise ValueError(f"{data / 'train.jsonl'}: no pair whose criteria family starts with {prefix!r}")
     tok = AutoTokenizer.from_pretrained(encoder_path())
     out.mkdir(parents=True, exist_ok=True)
-    counts = {}
-    for name, files in (("board", [known]), ("score", [data / "train.jsonl", data / "dev.jsonl"])):
-        keys, texts = [], []
-        for f in files:
-            k, t = _texts_file(str(f))
-            keys += k
-            texts += t
+    for name, (keys, texts) in tables.items():
         with lzma.open(out / f"{name}.json.xz", "wt") as fo:
             json.dump({"keys": [k.hex() for k in keys], "texts": [reading_prefix(t, tok, max_len) for t in texts]},
                       fo, ensure_ascii=False)
-        counts[name] = len(keys)
-    n = 0
-    with open(data / "train.jsonl", encoding="utf-8") as fi, lzma.open(out / "train_styled.jsonl.xz", "wt") as fo:
-        for i, line in enumerate(fi, 1):
-            try:
-                family = json.loads(line).get("family") or ""
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{data / 'train.jsonl'}:{i}: not JSON ({e})") from e
-            if family.startswith(prefix):
-                fo.write(line)
-                n += 1
-    if not n:
-        raise ValueError(f"{data / 'train.jsonl'}: no pair whose criteria family starts with {prefix!r}")
-    counts["styled_pairs"] = n
-    return counts
+    with lzma.open(out / "train_styled.jsonl.xz", "wt") as fo:
+        fo.writelines(styled)
+    return {"board": len(tables["board"][0]), "score": len(tables["score"][0]), "styled_pairs": len(styled)}
 
 
 def main() -> None:

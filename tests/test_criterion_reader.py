@@ -622,6 +622,8 @@ def _probe_script():
 
 
 def test_the_length_reader_probe_scores_directions_in_the_users_frame_and_never_trains_on_a_test_wording(tmp_path):
+    from types import SimpleNamespace
+
     from usl.crm.fast_model import split_sign
 
     probe = _probe_script()
@@ -632,8 +634,10 @@ def test_the_length_reader_probe_scores_directions_in_the_users_frame_and_never_
 
     examples = [("Keep it short.", 1), ("Avoid: long answers", 1), ("Avoid: detail", 1),  # read the right way
                 ("Give me all the details.", 2), ("Be thorough.", 2)]  # the second one is read the wrong way
-    # a dislike names the other side: "long answers" read as longer is a concise wish read right
-    assert probe.direction(read, examples) == {"concise": 1.0, "detailed": 0.5}
+    # a dislike names the other side: "long answers" read as longer is a concise wish read right; the probe
+    # scores its readers with the reader's own direction_accuracy, which reads a reader's kind and read()
+    assert probe.BackboneReader.kind is LENGTH
+    assert direction_accuracy(SimpleNamespace(kind=LENGTH, read=read), examples) == {"concise": 1.0, "detailed": 0.5}
     test = _toy(tmp_path)  # SHORT, LONG and NEITHER
     trained = {t for t, _ in probe.examples_for(read_wordings(test), {"t": read_wordings(test)})}
     assert trained and not trained & {split_sign(t)[0] for t in SHORT + LONG + NEITHER}

@@ -379,3 +379,7 @@ def test_the_style_carry_keeps_whole_text_keys_the_scorers_tokens_and_only_the_s
     (data / "train.jsonl").write_text(json.dumps(other) + "\n")
     with pytest.raises(ValueError, match="train.jsonl: no pair whose criteria family starts with 'domain_'"):
         carry.pack_style_inputs(data, tmp_path / "board.json", tmp_path / "a2")
+    (data / "train.jsonl").write_text(json.dumps(rows[0]) + "\n{not json\n")
+    with pytest.raises(ValueError, match="train.jsonl:line 2"):
+        carry.pack_style_inputs(data, tmp_path / "board.json", tmp_path / "a2")
+    assert not (tmp_path / "a2").exists()  # a bad input writes nothing
