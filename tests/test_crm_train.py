@@ -119,6 +119,32 @@ def test_resume_continues_where_it_stopped(env):
     assert b.trainer.state.global_step == 4
     assert len(full) == 4 and first == full[:2]
     assert rest[-2:] == full[2:]            # same data order, same per-epoch noise, same weights
+    # the span head's checkpoint holds what trains (adapter and head), not the frozen backbone
+    from safetensors import safe_open
+
+    with safe_open(str(env / "interrupted" / "checkpoints" / "checkpoint-2" / "model.safetensors"), "pt") as f:
+        saved = set(f.keys())
+    named = dict(b.trainer.model.named_parameters())
+    assert saved == {n for n, p in named.items() if p.requires_grad} and len(saved) < len(named)
+
+
+@pytest.mark.parametrize("finetune", ["lora", "full"])
+def test_span_head_trains_with_activation_checkpointing(env, finetune):
+    """`gradient_checkpointing: true` (what a 4B backbone needs for full fine-tuning) reaches the
+    backbone's layers through the span head, and recomputing activations changes no loss."""
+    def losses(name, gc):
+        b = build_trainer(cfg(env, name, finetune=finetune, gradient_checkpointing=gc, max_steps=2),
+                          home=str(env / "home"))
+        b.trainer.train()
+        bb = b.trainer.model.backbone
+        on = getattr(bb, "is_activation_checkpointing", None)
+        on = bb.is_gradient_checkpointing if on is None else on
+        return [h["loss"] for h in b.trainer.state.log_history if "loss" in h], on
+
+    plain, off = losses(f"nogc-{finetune}", False)
+    recomputed, on = losses(f"gc-{finetune}", True)
+    assert on and not off
+    assert len(plain) == 2 and recomputed == pytest.approx(plain, abs=1e-5)
 
 
 def test_ties_soft_or_excluded(env):
@@ -209,3 +235,60 @@ def test_span_head_reads_untruncated_answer_lengths():
     assert torch.allclose(m(ids, torch.ones_like(ids), spans[:, :, :2]).logits[0], s[0])   # 2 columns: no cut
     old = SpanHeadModel(Backbone(), "pairwise", hidden=8, length_features=False)
     assert old.head[1].in_features == 12 and m.head[1].in_features == 16
+
+
+def _two_processes(env, run, *sets):
+    """`usl.crm train` on the tiny model in two processes over gloo, as torchrun starts it on two GPUs."""
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "usl.crm", "--home", str(env / "home"), "train", "--config", "configs/crm_tiny_test.yaml",
+           "--set", f"backbone={env / 'bb'}", "--set", f"train_file={env / 'train.jsonl'}",
+           "--set", f"dev_file={env / 'dev.jsonl'}", "--set", f"output_dir={run}"]
+    for kv in sets:
+        cmd += ["--set", kv]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.parametrize("head", ["span", "token"])
+def test_two_processes_train_one_model_as_on_two_gpus(env, head):
+    """`torchrun --nproc_per_node 2` is how a run spreads over two GPUs (DDP through the Trainer's
+    accelerate); here the two processes share the CPU over gloo (ACCELERATE_USE_CPU). They split the
+    effective batch (an epoch of the 8 pairs in 2 steps of 4, not 4), the run directory is written once,
+    and the reports count the inputs of both processes. The span head once failed here: its output
+    held no tensor DDP could find, so every parameter was marked ready before the backward pass."""
+    run = env / f"ddp-{head}"
+    proc = _two_processes(env, run, "max_steps=4", f"head={head}")
+    assert proc.stdout.splitlines().count(str(run / "final")) == 1     # printed by the first process only
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["global_step"] == 4
+    curve = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in curve if "loss" in r]
+    assert steps == [1, 2, 3, 4] and [r["epoch"] for r in curve if "loss" in r] == [0.5, 1.0, 1.5, 2.0]
+    trunc = json.loads((run / "truncation.json").read_text())
+    assert trunc["train"]["inputs"] == 32          # 8 pairs in both orders over 2 epochs, from both processes
+    assert proc.stderr.count("done in") == 1                   # one log of the run
+    from usl.judges.base import JudgeRequest
+    from usl.judges.registry import load_judge
+    from usl.types import Criteria
+
+    v = load_judge(f"crm:{run}", home=str(env / "home"), device="cpu").judge(
+        [JudgeRequest(Criteria(("concise",)), "q", "short", "a long answer " * 20)])
+    assert len(v) == 1 and 0.0 < v[0].p_a < 1.0
+
+
+def test_two_processes_stop_together_at_the_time_limit(env):
+    """`max_train_minutes` is decided for all processes at once (one that stopped alone would leave
+    the other waiting in its next all-reduce): the run ends early, evaluated and saved. The test runs
+    that agreement; it cannot force the two clocks to disagree."""
+    run = env / "ddp-timelimit"
+    _two_processes(env, run, "max_steps=200", "max_train_minutes=0.001")
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["world_size"] == 2 and 1 <= summary["global_step"] < 200
+    assert (run / "final" / "crm.json").is_file()

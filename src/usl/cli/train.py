@@ -3,6 +3,7 @@
 Runs on one device as is; on several GPUs through accelerate::
 
     accelerate launch -m usl.crm train --config configs/crm_smollm2_pairwise.yaml
+    torchrun --nproc_per_node 2 -m usl.crm train --config configs/crm_smollm2_pairwise.yaml
 """
 
 from __future__ import annotations

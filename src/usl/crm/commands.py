@@ -8,6 +8,8 @@ only the training stack installed (``usl.cli`` imports every command group, the 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -56,6 +58,18 @@ def train_command(ctx: typer.Context,
 
         home = _home(ctx)
         final = train(cfg, home=home)
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():     # launched by torchrun / accelerate
+            # Close the process group, then leave without the interpreter's teardown: there, now and
+            # then, a gloo worker thread aborts a finished process (SIGABRT, "terminate called
+            # without an active exception"; 2 runs in 70 here), and torchrun reports the run failed.
+            dist.destroy_process_group()
+            if int(os.environ.get("RANK", "0")) == 0:
+                typer.echo(str(final))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         typer.echo(str(final))
 
 

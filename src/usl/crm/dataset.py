@@ -49,6 +49,13 @@ class TruncationReport:
                 self.parts_cut[c.part] += 1
                 self.tokens_cut[c.part] += c.original_tokens - c.kept_tokens
 
+    def merge(self, other: "TruncationReport") -> "TruncationReport":
+        """The sum of two reports (several processes each see a shard of the data)."""
+        return TruncationReport(self.inputs + other.inputs, self.truncated + other.truncated,
+                                self.tokens_cut + other.tokens_cut, self.parts_cut + other.parts_cut,
+                                max(self.max_original_length, other.max_original_length),
+                                self.notes + other.notes)
+
     def to_dict(self) -> dict:
         return {"inputs": self.inputs, "truncated": self.truncated,
                 "truncated_fraction": round(self.truncated / self.inputs, 4) if self.inputs else 0.0,

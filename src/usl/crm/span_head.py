@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
-
 import torch
 from torch import nn
+from transformers.modeling_outputs import SequenceClassifierOutput
 
 SLOTS = {"pairwise": ("criteria", "query", "response_a", "response_b"),
          "pointwise": ("criteria", "query", "response")}
@@ -84,7 +83,16 @@ class SpanHeadModel(nn.Module):
         pairwise = self.loss == "pairwise"
         x = pooled[:, 2] - pooled[:, 3] if pairwise else pooled[:, 2]
         s = self.score(pooled[:, 0], pooled[:, 1], x, ln[:, 2] - ln[:, 3] if pairwise else ln[:, 2])
-        return SimpleNamespace(logits=torch.cat([s / 2, -s / 2], -1) if pairwise else s)
+        # a ModelOutput, not a plain namespace: DDP finds the tensors in it to trace the graph
+        # (with find_unused_parameters it would otherwise mark every parameter ready before backward)
+        return SequenceClassifierOutput(logits=torch.cat([s / 2, -s / 2], -1) if pairwise else s)
+
+    # -- activation checkpointing: the Trainer asks the model, the backbone's layers do it ----------
+    def activation_checkpointing_enable(self, **kwargs) -> None:
+        self.backbone.activation_checkpointing_enable(**kwargs)
+
+    def gradient_checkpointing_enable(self, **kwargs) -> None:      # transformers before 5.2x calls this
+        self.backbone.gradient_checkpointing_enable(**kwargs)
 
     # -- persistence: the backbone (or its adapter) as transformers/peft save it, plus the head ----
     def save_pretrained(self, out_dir: str | Path, **kwargs) -> None:

@@ -90,6 +90,26 @@ def _make_trainer_class():
                                      **kwargs)
             return super().create_optimizer(model)
 
+        def _save(self, output_dir=None, state_dict=None):
+            """A checkpoint of a model the Trainer cannot ``save_pretrained`` (the span head) holds only
+            what trains when the backbone is frozen (LoRA): resuming reads the backbone from its
+            directory again. At 4B parameters that is 8 GB less a checkpoint."""
+            from transformers import PreTrainedModel
+
+            model = self.accelerator.unwrap_model(self.model)
+            if state_dict is None and not isinstance(model, PreTrainedModel) and not hasattr(model, "peft_config"):
+                trains = {n for n, p in model.named_parameters() if p.requires_grad}
+                full = model.state_dict()
+                if len(trains) < len(full):
+                    state_dict = {k: v for k, v in full.items() if k in trains}
+            super()._save(output_dir, state_dict)
+
+        def _issue_warnings_after_load(self, load_result):
+            """Frozen weights are not in such a checkpoint by design: only other missing keys are news."""
+            frozen = {n for n, p in self.model.named_parameters() if not p.requires_grad}
+            load_result.missing_keys[:] = [k for k in load_result.missing_keys if k not in frozen]
+            super()._issue_warnings_after_load(load_result)
+
         def _get_train_sampler(self, train_dataset=None):
             if not self.group_by_length:
                 return super()._get_train_sampler(train_dataset) if train_dataset is not None \
@@ -180,7 +200,12 @@ def _callbacks(run_dir: Path, train_ds, cfg: TrainConfig, trainer_ref: dict):
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):
-            if cfg.max_train_minutes > 0 and time.perf_counter() - self.t0 > 60 * cfg.max_train_minutes:
+            if cfg.max_train_minutes <= 0:
+                return
+            over = time.perf_counter() - self.t0 > 60 * cfg.max_train_minutes
+            if args.world_size > 1:             # every process stops at the same step, or the rest hang
+                over = _any_process(over, args.device)
+            if over:
                 log.warning("time limit of %.1f min reached at step %d: stopping", cfg.max_train_minutes,
                             state.global_step)
                 control.should_training_stop = True
@@ -349,6 +374,8 @@ def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if int(os.environ.get("RANK", "0")) == 0:
         (run_dir / "config.yaml").write_text(cfg.to_yaml())
+    else:                                   # one log of the run, from the first process
+        logging.getLogger("usl").setLevel(logging.WARNING)
 
     model_dir = resolve_backbone(cfg.backbone, home)
     tok = load_tokenizer(model_dir)
@@ -395,11 +422,14 @@ def train(cfg: TrainConfig, home: str | None = None, built: Built | None = None)
     result = trainer.train(resume_from_checkpoint=True if resume else None)
     train_s = time.perf_counter() - t0
     final_metrics = trainer.evaluate() if dev_ds is not None else {}
+    # each process saw a shard of the data: the reports and token counts are summed over them
+    train_rep, dev_rep, tokens = _summed_over_processes(
+        train_ds.report, dev_ds.report if dev_ds is not None else None, trainer.tokens_seen)
 
     final = run_dir / "final"
     if trainer.is_world_process_zero():
         save_final(trainer.model, b.tokenizer, final, cfg, backbone_sha=weights_sha256(b.model_dir))
-        report = {"train": train_ds.report.to_dict(), "dev": dev_ds.report.to_dict() if dev_ds else None,
+        report = {"train": train_rep.to_dict(), "dev": dev_rep.to_dict() if dev_rep else None,
                   "max_length": cfg.max_length, "policy": {"query_max_tokens": cfg.query_max_tokens,
                                                            "min_response_tokens": cfg.min_response_tokens,
                                                            "keep": cfg.truncation_keep}}
@@ -408,15 +438,44 @@ def train(cfg: TrainConfig, home: str | None = None, built: Built | None = None)
                    "dev_metrics": final_metrics, "global_step": trainer.state.global_step,
                    "best_checkpoint": trainer.state.best_model_checkpoint,
                    "pairs_per_s": round(result.metrics.get("train_samples_per_second", 0.0), 3),
-                   "tokens_per_s": round(trainer.tokens_seen * b.world_size / max(train_s, 1e-9), 1),
+                   "tokens_per_s": round(tokens / max(train_s, 1e-9), 1),
                    "world_size": b.world_size, "precision": _precision(cfg),
                    "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-                   "truncated_train_inputs": train_ds.report.truncated, **provenance()}
+                   **({"peak_gpu_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}
+                      if torch.cuda.is_available() else {}),
+                   "truncated_train_inputs": train_rep.truncated, **provenance()}
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         log.info("done in %.0fs: dev %s; final model in %s; truncated %d/%d train inputs", train_s,
                  {k: v for k, v in final_metrics.items() if k in ("eval_loss", "eval_accuracy")}, final,
-                 train_ds.report.truncated, train_ds.report.inputs)
+                 train_rep.truncated, train_rep.inputs)
+    trainer.accelerator.wait_for_everyone()     # no process leaves while the first still saves
     return final
+
+
+def _any_process(flag: bool, device) -> bool:
+    """True on every process when it is True on one (an all-reduce of one number)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
+def _summed_over_processes(train_rep, dev_rep, tokens: int):
+    """``(train report, dev report, tokens seen)`` summed over the processes of a distributed run
+    (each saw a shard of the data); as they are in a single process."""
+    import functools
+
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return train_rep, dev_rep, tokens
+    parts: list = [None] * dist.get_world_size()
+    dist.all_gather_object(parts, (train_rep, dev_rep, tokens))
+    merge = functools.partial(functools.reduce, lambda a, b: a.merge(b))
+    return (merge([p[0] for p in parts]), merge([p[1] for p in parts]) if dev_rep is not None else None,
+            sum(p[2] for p in parts))
 
 
 def save_final(model, tokenizer, final: Path, cfg: TrainConfig, backbone_sha: str) -> None:
