@@ -26,20 +26,35 @@ def tiny_tokenizer(corpus_extra: list[str] | None = None):
 
 
 def tiny_backbone(out: Path, *, arch: str = "qwen3", pad: bool = True) -> Path:
-    """A 2-layer, hidden-64 random model + tiny BPE tokenizer saved as an HF directory."""
+    """A 2-layer, hidden-64 random model + tiny BPE tokenizer saved as an HF directory.
+
+    ``arch``: ``qwen3`` (the paper's family), ``llama`` (SmolLM2's), ``gemma3`` (Gemma-3's text
+    model) or ``bert`` (an encoder, as all-MiniLM-L6-v2)."""
     import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from transformers import (BertConfig, BertModel, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
+                              LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
     torch.manual_seed(0)
     tok = tiny_tokenizer()
     if not pad:
         tok.pad_token = None
     tok.save_pretrained(str(out))
-    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                      max_position_embeddings=4096, pad_token_id=tok.pad_token_id, eos_token_id=2,
-                      tie_word_embeddings=True)
-    Qwen3ForCausalLM(cfg).save_pretrained(str(out))
+    decoder = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
+                   pad_token_id=tok.pad_token_id, eos_token_id=2, tie_word_embeddings=True)
+    if arch == "qwen3":
+        model = Qwen3ForCausalLM(Qwen3Config(**decoder))
+    elif arch == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**decoder))
+    elif arch == "gemma3":
+        model = Gemma3ForCausalLM(Gemma3TextConfig(**decoder, sliding_window=64))
+    elif arch == "bert":
+        model = BertModel(BertConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                                     num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=1024,
+                                     pad_token_id=tok.pad_token_id or 0))
+    else:
+        raise ValueError(f"arch {arch!r}")
+    model.save_pretrained(str(out))
     return out
 
 

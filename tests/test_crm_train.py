@@ -1,5 +1,6 @@
-"""A few training steps on a tiny random Qwen3 (2 layers, hidden 64): parameters move, losses are finite,
-runs resume, the run directory is complete, and the trained model loads as a `crm:` judge."""
+"""A few training steps on a tiny random Qwen3 (2 layers, hidden 64; Llama, Gemma-3 and BERT too):
+parameters move, losses are finite, runs resume, the run directory is complete, two processes train
+one model, and the trained model loads as a `crm:` judge."""
 
 import json
 import math
@@ -51,6 +52,35 @@ def test_steps_move_parameters(env, loss, finetune, head):
     losses = [h["loss"] for h in b.trainer.state.log_history if "loss" in h]
     assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
     assert b.trainer.state.global_step == 3
+
+
+@pytest.fixture(scope="module")
+def backbones(tmp_path_factory):
+    d = tmp_path_factory.mktemp("archs")
+    return {a: tiny_backbone(d / a, arch=a) for a in ("llama", "gemma3", "bert")}
+
+
+@pytest.mark.parametrize("head", ["span", "token"])
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "bert"])
+def test_other_backbone_families_train_and_judge(env, backbones, arch, head):
+    """Any Hugging Face backbone by path: SmolLM2's Llama, Gemma-3's text model and a BERT-style
+    encoder (all-MiniLM-L6-v2's family) train with either head under LoRA, and the run loads as a
+    judge whose mirrored request gets the mirrored probability."""
+    c = cfg(env, f"arch-{arch}-{head}", backbone=str(backbones[arch]), head=head, max_steps=3,
+            dev_file=str(env / "dev.jsonl"))
+    final = train(c, home=str(env / "home"))
+    losses = [json.loads(x)["loss"] for x in (final.parent / "metrics.jsonl").read_text().splitlines()
+              if '"loss"' in x]
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    from usl.judges.base import JudgeRequest
+    from usl.judges.registry import load_judge
+    from usl.types import Criteria
+
+    j = load_judge(f"crm:{final.parent}", home=str(env / "home"), device="cpu")
+    req = JudgeRequest(Criteria(("concise",)), "q", "short", "a long answer " * 30)
+    (v,) = j.judge([req])
+    (m,) = j.judge([JudgeRequest(req.criteria, req.query, req.response_b, req.response_a)])
+    assert 0.0 < v.p_a < 1.0 and abs(v.p_a + m.p_a - 1.0) < 1e-5
 
 
 def test_run_dir_truncation_and_judge(env):
