@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import torch
 from torch import nn
 from transformers.modeling_outputs import SequenceClassifierOutput
