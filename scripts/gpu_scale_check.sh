@@ -13,12 +13,14 @@
 set -euo pipefail
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} TOKENIZERS_PARALLELISM=false
 SHAPE=${SHAPE:-qwen3-4b}; STEPS=${STEPS:-24}; OUT=${OUT:-artifacts/gpu_scale}; EXTRA=${EXTRA:-}
+: "${TRAIN:?set TRAIN (and DEV) to paper JSONL files}" "${DEV:?set DEV to a paper JSONL file}"
 N=$(python3 -c "import torch; print(torch.cuda.device_count())")
 RUNS=${RUNS:-"lora:1 lora:$N full:$N"}
 BB=${BB:-/tmp/usl_backbones/$SHAPE-random}
 mkdir -p "$OUT/runs"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-[ -f "$BB/config.json" ] || python3 scripts/random_backbone.py --shape "$SHAPE" --tokenizer "$TOKENIZER" --out "$BB"
+[ -f "$BB/config.json" ] || python3 scripts/random_backbone.py --shape "$SHAPE" \
+  --tokenizer "${TOKENIZER:?set TOKENIZER to a model directory whose tokenizer to borrow}" --out "$BB"
 
 for run in $RUNS; do
   ft=${run%%:*}; g=${run##*:}; dir=$OUT/runs/$SHAPE-$ft-${g}gpu
