@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Size `usl train` at the paper's scale on a GPU box without network: a randomly initialised
 # backbone of a published shape (scripts/random_backbone.py), then short runs on one GPU and on
-# all of them (torchrun: DDP through the Trainer), each row its pairs/s, tokens/s and peak memory.
+# all of them (torchrun: DDP through the Trainer), each row its tokens/s, peak memory and checkpoint sizes.
 # What the random model learns means nothing; memory and time per step are those of the real one.
 #
 #   SHAPE=qwen3-4b TOKENIZER=DIR TRAIN=F DEV=G scripts/gpu_scale_check.sh
@@ -39,19 +39,25 @@ for run in $RUNS; do
   rm -rf "$dir/checkpoints" "$dir/final"
 done
 
+# tokens/s: the median of the logged intervals of the run's second half (past the warm-up), which
+# leave out the checkpoint saved at the end; summary.json's pairs/s count that save too
 python3 - "$OUT/runs" <<'EOF'
-import json, sys
+import json, statistics, sys
 from pathlib import Path
-print(f"{'run':24} {'GPUs':>4} {'steps':>5} {'s':>7} {'pairs/s':>8} {'tok/s':>9} {'peak GiB':>8} "
+print(f"{'run':24} {'GPUs':>4} {'steps':>5} {'s':>7} {'tok/s':>9} {'peak GiB':>8} "
       f"{'ckpt GB':>7} {'final GB':>8} {'trunc':>6} dev loss")
 for d in sorted(p for p in Path(sys.argv[1]).iterdir() if p.is_dir()):
     f = d / "summary.json"
     if not f.is_file():
         print(f"{d.name:24} (no summary)"); continue
     s = json.loads(f.read_text())
+    curve = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines()]
+    rates = [r["tokens_per_s"] for r in curve if "tokens_per_s" in r and "loss" in r]
+    rates = rates[len(rates) // 2:]
     sizes = [int(x) / 1e9 for x in (d / "sizes.txt").read_text().split()] if (d / "sizes.txt").is_file() else []
     ckpt, final = (sizes[0], sizes[-1]) if len(sizes) > 1 else (float("nan"), sizes[0] if sizes else float("nan"))
-    print(f"{d.name:24} {s['world_size']:>4} {s['global_step']:>5} {s['train_seconds']:>7} {s['pairs_per_s']:>8.2f} "
-          f"{s['tokens_per_s']:>9.0f} {s.get('peak_gpu_memory_gib', 0):>8} {ckpt:>7.2f} {final:>8.2f} "
-          f"{s['truncated_train_inputs']:>6} {s['dev_metrics'].get('eval_loss', float('nan')):.4f}")
+    print(f"{d.name:24} {s['world_size']:>4} {s['global_step']:>5} {s['train_seconds']:>7} "
+          f"{statistics.median(rates) if rates else float('nan'):>9.0f} {s.get('peak_gpu_memory_gib', 0):>8} "
+          f"{ckpt:>7.2f} {final:>8.2f} {s['truncated_train_inputs']:>6} "
+          f"{s['dev_metrics'].get('eval_loss', float('nan')):.4f}")
 EOF
