@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Size `usl train` at the paper's scale on a GPU box without network: a randomly initialised
 # backbone of a published shape (scripts/random_backbone.py), then short runs on one GPU and on
-# all of them (torchrun: DDP through the Trainer), each row its tokens/s, peak memory and checkpoint sizes.
-# What the random model learns means nothing; memory and time per step are those of the real one.
+# all of them (torchrun: DDP through the Trainer), each row its tokens/s, peak memory and
+# checkpoint sizes. What the random model learns means nothing; memory and time per step are those
+# of the real one.
 #
 #   SHAPE=qwen3-4b TOKENIZER=DIR TRAIN=F DEV=G scripts/gpu_scale_check.sh
 #
