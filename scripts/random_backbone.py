@@ -33,9 +33,6 @@ SHAPES = {
     "qwen3-8b": dict(QWEN3, hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
                      num_key_value_heads=8, intermediate_size=12288, tie_word_embeddings=False),
 }
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
-                   "vocab.txt", "merges.txt", "vocab.json")
-
 
 def build(shape: str, tokenizer_dir: Path, out: Path, seed: int = 0) -> dict:
     import torch
@@ -58,9 +55,7 @@ def build(shape: str, tokenizer_dir: Path, out: Path, seed: int = 0) -> dict:
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
-    for name in TOKENIZER_FILES:
-        if (tokenizer_dir / name).is_file():
-            shutil.copy2(tokenizer_dir / name, tmp / name)
+    tok.save_pretrained(tmp)
     info = {"shape": shape, "parameters": n, "random_weights": True, "seed": seed, "tokenizer_from": str(tokenizer_dir),
             "seconds": round(time.perf_counter() - t0, 1)}
     (tmp / "usl_source.json").write_text(json.dumps(info, indent=2))

@@ -473,9 +473,9 @@ def _summed_over_processes(train_rep, dev_rep, tokens: int):
         return train_rep, dev_rep, tokens
     parts: list = [None] * dist.get_world_size()
     dist.all_gather_object(parts, (train_rep, dev_rep, tokens))
-    merge = functools.partial(functools.reduce, lambda a, b: a.merge(b))
-    return (merge([p[0] for p in parts]), merge([p[1] for p in parts]) if dev_rep is not None else None,
-            sum(p[2] for p in parts))
+    trains, devs, counts = zip(*parts)
+    return (functools.reduce(type(train_rep).merge, trains),
+            functools.reduce(type(dev_rep).merge, devs) if dev_rep is not None else None, sum(counts))
 
 
 def save_final(model, tokenizer, final: Path, cfg: TrainConfig, backbone_sha: str) -> None:
