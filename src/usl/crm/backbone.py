@@ -11,6 +11,11 @@ A backbone spec is one of
 GGUF weights are dequantized by transformers (needs the ``gguf`` package) and saved once as fp32
 safetensors under ``<home>/cache/backbones/<alias or gguf-hash>/``; later loads read that copy and
 need no ``gguf``. The cache directory is also what a GPU machine without ``gguf`` can be given.
+
+The tokenizer is rebuilt from the GGUF's metadata by transformers, and not every version rebuilds
+every model's right: transformers 5.17 reads Gemma-3-270M's into one that splits common words into
+pieces ("five" -> "f", "ive"; 5.24 reads it right), and a CRM trained on that stayed at chance. So
+a conversion checks the tokenizer first (``check_tokenizer``) and refuses, writing nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +32,13 @@ from usl import paths
 log = logging.getLogger(__name__)
 
 ALIASES = ("smollm2-135m", "gemma3-270m", "minilm-l6")
+
+# Everyday English words, which a language model's own tokenizer keeps nearly all whole: 1.06
+# tokens a word for SmolLM2-135M, Gemma-3-270M and all-MiniLM-L6-v2 alike. Gemma-3-270M's
+# tokenizer as transformers 5.17 rebuilds it from the GGUF gives 2.24.
+TOKENIZER_PROBE = ("The people in the city said that the new school would open next year, and most of the "
+                   "children were happy about it because they could walk there with their friends every day.")
+MAX_TOKENS_PER_WORD = 1.6
 
 
 def _package_dir(module: str) -> Path | None:
@@ -99,6 +111,7 @@ def convert_gguf(gguf_file: Path, out_dir: Path) -> Path:
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tok = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+    probe_ids = check_tokenizer(tok, str(gguf_file))
     model = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
                                                  dtype=torch.float32)
     # The weights are plain fp32 tensors now; drop the GGUF quantizer so they save as safetensors.
@@ -109,12 +122,34 @@ def convert_gguf(gguf_file: Path, out_dir: Path) -> Path:
         del model.config.quantization_config
     model.save_pretrained(str(tmp), safe_serialization=True)
     tok.save_pretrained(str(tmp))
+    if AutoTokenizer.from_pretrained(str(tmp))(TOKENIZER_PROBE, add_special_tokens=False)["input_ids"] != probe_ids:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ValueError(f"{gguf_file}: the tokenizer saved from it does not read text as the one loaded from it "
+                         "did; nothing was written")
     (tmp / "usl_source.json").write_text(json.dumps({"gguf": gguf_file.name,
                                                       "gguf_sha256": _quick_hash(gguf_file, full=True)}))
     if out_dir.exists():
         shutil.rmtree(out_dir)
     tmp.rename(out_dir)
     return out_dir
+
+
+def check_tokenizer(tok, source: str) -> list[int]:
+    """Refuse a tokenizer that splits everyday English words into pieces (``TOKENIZER_PROBE``:
+    more than ``MAX_TOKENS_PER_WORD`` tokens a word): one rebuilt wrongly from a GGUF, which a model
+    cannot learn from. Returns the probe's token ids."""
+    ids = tok(TOKENIZER_PROBE, add_special_tokens=False)["input_ids"]
+    per_word = len(ids) / len(TOKENIZER_PROBE.split())
+    if per_word > MAX_TOKENS_PER_WORD:
+        import transformers
+
+        raise ValueError(
+            f"{source}: its tokenizer, as transformers {transformers.__version__} rebuilds it, splits everyday "
+            f"English words into pieces ({per_word:.2f} tokens a word; a model's own tokenizer gives about 1.1), "
+            f"so a model would be trained on text it was never taught to read. Convert it where transformers "
+            f"rebuilds it right (5.24 does for Gemma-3-270M) and give that folder as the backbone; nothing was "
+            f"written")
+    return ids
 
 
 def _quick_hash(path: Path, full: bool = False) -> str:
