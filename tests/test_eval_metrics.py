@@ -35,6 +35,17 @@ def test_accuracy_agreement_swap_by_hand():
     assert (m["n"], m["n_non_tie"]) == (5, 4)
 
 
+def test_an_undecided_verdict_in_both_orders_is_swap_consistent():
+    """Two identical answers: a judge antisymmetric by construction says 0.5 / 0.5 whichever comes
+    first. That is the same decision in both orders; one that always picks the first is not."""
+    even = Verdict(0.5)
+    same = Judged(S("1", "model_a", a="same", b="same"), even, even)
+    assert same.label == "tie" and same.swap_consistent
+    assert swap_consistency([same, Judged(S("2", "model_a"), A, B)]) == 1.0
+    assert not Judged(S("3", "model_a"), Verdict(0.6), Verdict(0.6)).swap_consistent
+    assert not Judged(S("4", "model_a"), even, Verdict(0.6)).swap_consistent
+
+
 def test_flip_consistency_by_hand():
     g1 = [Judged(S("g1a", "model_a", group="g1"), A, B),                    # judge: ra
           Judged(S("g1b", "model_b", group="g1"), B, A)]                    # judge: rb -> flipped, both right

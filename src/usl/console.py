@@ -14,9 +14,10 @@ from usl.types import DataError
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn expected failures (bad data, bad arguments) into one clear line and exit code 2."""
+    """Turn expected failures (bad data, bad arguments, a file that cannot be read or written: a
+    full disk, a file where a folder should be) into one clear line and exit code 2."""
     try:
         yield
-    except (DataError, FileNotFoundError, ValueError) as e:
+    except (DataError, OSError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)

@@ -21,6 +21,8 @@ def home(explicit: str | os.PathLike | None = None) -> Path:
     else:
         xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         root = Path(xdg) / "usl"
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"data home {root}: is a file, not a folder (--home or USL_HOME)")
     root.mkdir(parents=True, exist_ok=True)
     return root
 

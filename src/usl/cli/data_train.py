@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
         source: Optional[str] = typer.Option(None, "--source", help="Shared data directory (default ../shared/data)."),
         out: str = typer.Option("artifacts/data", "--out", help="Output directory."),
         seed: int = typer.Option(0, "--seed", help="Seed of every split, sample and answer position."),
-        max_per_source: int = typer.Option(3000, "--max-per-source", help="Most training samples from one source."),
+        max_per_source: int = typer.Option(3000, "--max-per-source", min=1, help="Most training samples from one source."),
         holdout_family: str = typer.Option("domain_literature", "--holdout-family",
                                            help="Criteria family kept out of training ('' = none)."),
         holdout_topic: str = typer.Option("food", "--holdout-topic", help="Topic kept out of training ('' = none)."),
@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option("gpt-4o-mini", "--model", help="Chat model name."),
         api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env",
                                         help="Environment variable that holds the API key."),
-        limit: int = typer.Option(0, "--limit", help="Only the first N pairs (0 = all)."),
+        limit: int = typer.Option(0, "--limit", min=0, help="Only the first N pairs (0 = all)."),
     ) -> None:
         """Extract user criteria for labelled pairs through an LLM API (the paper's procedure)."""
         import os

@@ -45,7 +45,8 @@ def rank(ctx: typer.Context,
          avoid: Optional[List[str]] = typer.Option(None, "--avoid", "-a", help="Something to avoid (repeatable)."),
          topics: str = typer.Option("", "--topics", help="Comma-separated topic ids or names to restrict to."),
          use_case: str = typer.Option("", "--use-case", help="Free text; ranks on the queries matching it."),
-         judge: str = typer.Option("default", "--judge", help="Judge spec: default, crm:PATH, llm:MODEL[,base_url=..],"
+         judge: str = typer.Option("default", "--judge", help="Judge spec: default, fast:PATH, crm[:PATH],"
+                                                               " crm-factored[:PATH], llm:MODEL[,base_url=..],"
                                                                " length, random[:SEED]."),
          baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model (default: the benchmark's)."),
          benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark name in the store."),
@@ -122,8 +123,8 @@ def compare(ctx: typer.Context,
             raise ValueError("give both sets: --a-criteria/--a-avoid and --b-criteria/--b-avoid")
         common = dict(topics=topics, use_case=use_case, judge=judge, baseline=baseline, benchmark=benchmark,
                       n_bootstrap=n_bootstrap, seed=seed, per_criterion=False)
-        sa = _spec(a_criteria, a_avoid, **common)
-        sb = _spec(b_criteria, b_avoid, **common)
+        sa = _spec(a_criteria, a_avoid, **common, options=("--a-criteria", "--a-avoid"))
+        sb = _spec(b_criteria, b_avoid, **common, options=("--b-criteria", "--b-avoid"))
         svc = _service(ctx)
         with _progress() as progress:
             svc.rank(sa, progress=progress)
@@ -144,10 +145,17 @@ def compare(ctx: typer.Context,
 
 # ---- helpers ----------------------------------------------------------------------------------
 def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=None, benchmark="alpaca_eval",
-          n_bootstrap=1000, seed=0, per_criterion=True):
+          n_bootstrap=1000, seed=0, per_criterion=True, options=("--criteria", "--avoid")):
     from usl.leaderboard.types import LeaderboardSpec
     from usl.types import Criteria
 
+    for values, option in zip((criteria, avoid), options):
+        for i, text in enumerate(values or (), 1):
+            if not text.strip():
+                raise ValueError(f"{option} #{i} is empty: a criterion needs words")
+    topic_names = tuple(t.strip() for t in topics.split(",") if t.strip())
+    if topics.strip() and not topic_names:
+        raise ValueError(f"--topics {topics!r} names no topic")
     kw = {}
     if criteria or avoid:
         kw["criteria"] = Criteria(tuple(criteria or ()), tuple(avoid or ()))
@@ -155,7 +163,7 @@ def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=Non
         raise ValueError("use --topics or --use-case, not both")
     if n_bootstrap < 0:
         raise ValueError("--n-bootstrap must be >= 0")
-    return LeaderboardSpec(benchmark=benchmark, topics=tuple(t.strip() for t in topics.split(",") if t.strip()),
+    return LeaderboardSpec(benchmark=benchmark, topics=topic_names,
                            use_case=use_case, judge=judge, baseline=baseline, n_bootstrap=n_bootstrap, seed=seed,
                            per_criterion=per_criterion, **kw)
 

@@ -78,9 +78,9 @@ def eval_command(ctx: typer.Context,
                  judge: str = typer.Option("default", "--judge", "-j",
                                            help="Judge spec: default, crm:PATH, length, random[:SEED], ..."),
                  data: List[str] = typer.Option(..., "--data", "-d", help="Paper-format JSONL (repeatable)."),
-                 limit: int = typer.Option(0, help="Judge at most N samples of each file (0 = all): whole groups, "
+                 limit: int = typer.Option(0, min=0, help="Judge at most N samples of each file (0 = all): whole groups, "
                                            "seeded random, in file order."),
-                 batch_size: int = typer.Option(16, help="Requests per judge call."),
+                 batch_size: int = typer.Option(16, min=1, help="Requests per judge call."),
                  as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
                  out: str = typer.Option("", help="Also write the JSON report to this file."),
                  predictions: str = typer.Option("", help="Also write one JSON line per sample to this file: "

@@ -248,6 +248,14 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
     from usl.paths import shared_data
 
     t0 = time.time()
+    out = Path(cfg.out)
+    for parent in (out, *out.parents):          # found now, not after the build's half minute
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"--out {cfg.out}: {parent} is a file, not a folder")
+            break
+    if cfg.max_per_source < 1:
+        raise ValueError(f"max_per_source={cfg.max_per_source}: must be >= 1")
     root = Path(root or cfg.source or shared_data() or "")
     if not (root / "alpaca_eval" / "split.json").is_file():
         raise FileNotFoundError(f"no shared data at {root!s} (expected alpaca_eval/split.json)")

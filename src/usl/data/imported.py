@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from usl.types import Benchmark, Response
+from usl.types import Benchmark, DataError, Response
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,18 @@ class Imported:
     source: str
     missing: tuple[tuple[str, int], ...] = ()
     notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Refuse what would store a benchmark nobody can rank on: no query, or a model (the
+        baseline included) that answers none of them, as an empty or mismatched outputs file does."""
+        n = len(self.benchmark.queries)
+        if n == 0:
+            raise DataError("no queries to import (an empty file?)", path=self.source)
+        silent = [m for m, k in self.missing if k >= n]
+        if silent:
+            raise DataError(f"no answer to any of the {n} queries from model(s) {', '.join(silent)} "
+                            "(an empty outputs file, or one for other instructions?); nothing was imported",
+                            path=self.source)
 
 
 def count_missing(benchmark: Benchmark, responses: tuple[Response, ...]) -> tuple[tuple[str, int], ...]:

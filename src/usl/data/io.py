@@ -23,7 +23,7 @@ def open_text(path: str | Path) -> io.TextIOBase:
     """Open a text file for reading, transparently decompressing ``*.gz`` and ``*.xz``."""
     p = Path(path)
     if not p.is_file():
-        raise DataError("file not found", path=str(p))
+        raise DataError("a folder, not a file" if p.is_dir() else "file not found", path=str(p))
     if p.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8")
     if p.suffix == ".xz":

@@ -43,14 +43,17 @@ class Judged:
     @property
     def label(self) -> str:
         """model_a | model_b | tie; an exact p_a == p_b is undecided and reported as tie."""
-        d = self.decision
-        if abs(d.p_a - d.p_b) < 1e-9 and d.p_tie <= d.p_a:
-            return "tie"
-        return d.label
+        return _label(self.decision)
 
     @property
     def swap_consistent(self) -> bool:
-        return self.ab.label == _FLIP[self.ba.label]
+        """The same decision in both orders; an undecided 0.5 / 0.5 in both is the same decision
+        (two identical answers), not one that flips with the order."""
+        return _label(self.ab) == _FLIP[_label(self.ba)]
+
+
+def _label(v: Verdict) -> str:
+    return "tie" if abs(v.p_a - v.p_b) < 1e-9 and v.p_tie <= v.p_a else v.label
 
 
 def _winner_text(s: PreferenceSample, label: str) -> str | None:

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from usl.evaluation.metrics import Judged, credit, summarize
 from usl.judges.base import Judge, JudgeRequest
-from usl.types import Criteria, PreferenceSample
+from usl.types import Criteria, DataError, PreferenceSample
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,12 @@ def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch
 
     t0 = time.perf_counter()
     # Read (and so validate) every file before judging any: a bad last file fails in seconds.
-    loaded = [(name, subsample(read_samples(path), limit)) for name, path in zip(file_names(files), files)]
+    loaded = []
+    for name, path in zip(file_names(files), files):
+        samples = read_samples(path)
+        if not samples:
+            raise DataError("no samples: the file is empty", path=str(path))
+        loaded.append((name, subsample(samples, limit)))
     names = [name for name, _ in loaded]
     prepare = getattr(judge, "prepare", None)
     if callable(prepare):  # a judge that reads each answer once (the fast CRM) reads them all in one pass

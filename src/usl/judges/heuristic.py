@@ -61,9 +61,13 @@ class RandomJudge:
 
 @register("length")
 def _length(arg: str | None = None, **_) -> LengthJudge:
+    if arg:
+        raise ValueError(f"judge 'length:{arg}': length takes no argument")
     return LengthJudge()
 
 
 @register("random")
 def _random(arg: str | None = None, **_) -> RandomJudge:
+    if arg and not arg.lstrip("-").isdigit():
+        raise ValueError(f"judge 'random:{arg}': the seed must be an integer")
     return RandomJudge(seed=int(arg) if arg else 0)
