@@ -98,3 +98,16 @@ def test_a_model_with_no_answers_is_not_imported_and_the_store_is_unchanged(tmp_
     one_error_line(usl(home, "data", "import", "alpaca-eval", "--source", str(src)),
                    "no answer to any of the 4 queries", "m1")
     assert usl(home, "data", "stats", "--json").stdout == before
+
+
+def test_a_line_cut_short_is_reported_at_its_own_line(tmp_path, pairs):
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(pairs.read_text().splitlines()[0] + "\n[\n")
+    one_error_line(usl(tmp_path / "home", "eval", "--judge", "length", "--data", str(cut)),
+                   f"{cut}:line 2", "(column 2)")
+
+
+def test_a_model_named_twice_is_named(tmp_path):
+    src = shared_layout(tmp_path / "ae")
+    one_error_line(usl(tmp_path / "home", "data", "import", "alpaca-eval", "--source", str(src), "--models", "m1,m1"),
+                   "'m1' is named twice")

@@ -60,8 +60,8 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             for n, raw in enumerate(f, start=1):
                 if not raw.strip():
                     continue
-                try:
-                    obj = json.loads(raw)
+                try:       # without its newline: a line cut short is reported at its own end
+                    obj = json.loads(raw.rstrip("\r\n"))
                 except json.JSONDecodeError as e:
                     raise DataError(f"invalid JSON (truncated line?): {e.msg} (column {e.colno})",
                                     path=str(path), line=n) from e

@@ -85,7 +85,8 @@ def _validate(b: Benchmark, responses: list[Response]) -> None:
         dup = next(i for i in ids if ids.count(i) > 1)
         raise DataError(f"benchmark {b.name!r}: duplicate query id {dup!r}")
     if len(set(b.models)) != len(b.models):
-        raise DataError(f"benchmark {b.name!r}: duplicate model names")
+        dup = next(m for m in b.models if b.models.count(m) > 1)
+        raise DataError(f"benchmark {b.name!r}: model {dup!r} is named twice")
     if b.baseline not in b.models:
         raise DataError(f"benchmark {b.name!r}: baseline {b.baseline!r} is not among its models")
     known_q, known_m, seen = set(ids), set(b.models), set()
