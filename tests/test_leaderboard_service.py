@@ -301,3 +301,19 @@ def test_cli_rank_refuses_an_unknown_reference_before_ranking(home):
     res = cli(home, "rank", "--benchmark", "tiny", "--judge", "style", "--refine", "bogus")
     assert res.exit_code == 2 and "unknown judge 'bogus'" in res.output
     assert CALLS["n"] == n                  # nothing was judged first
+
+
+def test_agreement_with_a_published_board_comes_with_intervals_over_the_queries(home):
+    """m1 and m3 win every query against the baseline, m2 none (the style judge likes length)."""
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    svc.rank(spec())
+    n = CALLS["n"]
+    agree = svc.reference_agreement(spec(), {"m1": 9.0, "m3": 9.0, "m2": 1.0, "elsewhere": 5.0})
+    assert CALLS["n"] == n                                  # read from the cache the rank filled
+    assert agree["models"] == ["m1", "m2", "m3"] and agree["n_models"] == 3
+    assert agree["spearman_rho"] == pytest.approx(1.0) and agree["spearman_rho_ci"] == pytest.approx([1.0, 1.0])
+    against = svc.reference_agreement(spec(), {"m1": 1.0, "m3": 1.0, "m2": 9.0})
+    assert against["kendall_tau"] == pytest.approx(-1.0) and against["kendall_tau_ci"][1] < 0
+    assert "spearman_rho_ci" not in svc.reference_agreement(
+        LeaderboardSpec(benchmark="tiny", judge="style", criteria=Criteria(("helpful",)), n_bootstrap=0),
+        {"m1": 9.0, "m3": 9.0, "m2": 1.0})

@@ -126,3 +126,24 @@ def test_length_control_removes_pure_length_effect():
 def test_mentions_length(text, hit):
     from usl.types import Criteria
     assert length_control.mentions_length(Criteria((text,))) == hit
+
+
+def test_correlation_ci_brackets_the_agreement_and_narrows_with_more_queries():
+    rng = np.random.default_rng(0)
+    p = np.array([0.2, 0.35, 0.5, 0.65, 0.8, 0.5])          # the last model has no reference entry
+    models = ["a", "b", "c", "d", "e", "x"]
+    ref = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0}
+
+    def ci(n_queries):
+        scores = (rng.random((6, n_queries)) < p[:, None]).astype(float)
+        return stats.correlation_ci(scores, models, ref, n_bootstrap=400, seed=1)
+
+    few, many = ci(20), ci(2000)
+    assert few["spearman_rho"][0] < 0.9 <= few["spearman_rho"][1] <= 1.0
+    assert many["spearman_rho"] == pytest.approx((1.0, 1.0)) and many["kendall_tau"] == pytest.approx((1.0, 1.0))
+    against = np.array([0.8, 0.65, 0.5, 0.35, 0.2, 0.5])
+    lo, hi = stats.correlation_ci((rng.random((6, 2000)) < against[:, None]).astype(float), models,
+                                  ref, n_bootstrap=200)["kendall_tau"]
+    assert lo <= hi < 0                                      # an order against the reference stays against it
+    with pytest.raises(ValueError, match="at least 3 common models"):
+        stats.correlation_ci(np.ones((2, 5)), ["a", "zz"], ref)

@@ -86,7 +86,7 @@ def rank(ctx: typer.Context,
                 board = svc.refine(spec, refine, queries=refine_queries, seconds=refine_seconds, progress=progress)
         out = board.to_json()
         if reference:
-            out["reference"] = _reference(board, reference)
+            out["reference"] = _reference(svc, spec, board, reference, refined=refine is not None)
         _emit_warnings(board.warnings)
         if fmt == "json":
             typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
@@ -100,8 +100,11 @@ def rank(ctx: typer.Context,
                            f"queries judged" + ("" if r["complete"] else " (rerun to judge more)"))
             if reference:
                 r = out["reference"]
+                ci = lambda k: f" (95% CI {r[k][0]:.2f} to {r[k][1]:.2f})" if k in r else ""
                 typer.echo(f"\nvs published {r['name']} ({r['n_models']} common models): "
-                           f"Spearman rho = {r['spearman_rho']:.3f}, Kendall tau = {r['kendall_tau']:.3f}")
+                           f"Spearman rho = {r['spearman_rho']:.3f}{ci('spearman_rho_ci')}, "
+                           f"Kendall tau = {r['kendall_tau']:.3f}{ci('kendall_tau_ci')}"
+                           + ("; intervals over resamples of the queries" if "spearman_rho_ci" in r else ""))
 
 
 def compare(ctx: typer.Context,
@@ -204,11 +207,15 @@ def _emit_warnings(warnings) -> None:
         typer.echo(f"warning: {w}", err=True)
 
 
-def _reference(board, name: str) -> dict:
+def _reference(svc, spec, board, name: str, refined: bool) -> dict:
+    """Agreement with a published board. A fast board's comes with intervals over the same query
+    resamples as its win rates; a refined board's is read off its rows (its estimator has none)."""
     from usl.leaderboard.reference import load_reference
     from usl.leaderboard.stats import kendall_tau, paired, spearman_rho
 
     ref = load_reference(name)
+    if not refined:
+        return {"name": name, **svc.reference_agreement(spec, ref)}
     ours = {r.model: r.win_rate for r in board.rows}
     common, _, _ = paired(ours, ref)
     return {"name": name, "n_models": len(common), "spearman_rho": spearman_rho(ours, ref),

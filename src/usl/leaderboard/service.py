@@ -37,7 +37,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 from scipy.optimize import nnls
@@ -282,6 +282,21 @@ class LeaderboardService:
                             rating=None if elo is None else _r(elo[i])))
         rows.sort(key=lambda r: (r.rank, -r.win_rate, r.model))
         return rows
+
+    def reference_agreement(self, spec: LeaderboardSpec, reference: Mapping[str, float]) -> dict:
+        """Spearman's rho and Kendall's tau between this spec's board and a published one (model ->
+        score), with percentile intervals over the board's bootstrap resamples of the queries when
+        ``spec.n_bootstrap`` > 0. The judgments come from the cache a ``rank`` of the spec filled."""
+        data, judge, baseline, models, sel = self._board_context(spec, None)
+        s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
+        ours = {m: _r(w) for m, w in zip(models, stats.win_rates(s)[0])}     # as the rows show them
+        common = stats.paired(ours, reference)[0]
+        out = {"n_models": len(common), "spearman_rho": stats.spearman_rho(ours, reference),
+               "kendall_tau": stats.kendall_tau(ours, reference)}
+        if spec.n_bootstrap > 0:
+            ci = stats.correlation_ci(s, models, reference, spec.n_bootstrap, spec.seed)
+            out |= {"spearman_rho_ci": list(ci["spearman_rho"]), "kendall_tau_ci": list(ci["kendall_tau"])}
+        return out | {"models": common}
 
     def compare(self, a: LeaderboardSpec, b: LeaderboardSpec) -> Comparison:
         la, lb = self.rank(a), self.rank(b)

@@ -131,3 +131,25 @@ def spearman_rho(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     if len(x) < 2:
         raise ValueError(f"need at least 2 common models to correlate, got {len(x)}")
     return float(sps.spearmanr(x, y).statistic)
+
+
+def correlation_ci(scores: np.ndarray, models: Sequence[str], reference: Mapping[str, float],
+                   n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float]]:
+    """Percentile intervals of Spearman's rho and Kendall's tau-b between our board (``scores``:
+    models x queries, the rows named by ``models``) and a fixed ``reference`` board, over the same
+    paired resamples of the queries as the win rates' intervals. They say how much the agreement
+    owes to which queries happened to be asked; the reference's own noise is not in them."""
+    idx = [i for i, m in enumerate(models) if m in reference and np.isfinite(reference[m])]
+    if len(idx) < 3:
+        raise ValueError(f"need at least 3 common models for an interval, got {len(idx)}")
+    means = bootstrap_means(np.asarray(scores, dtype=np.float64)[idx], n_bootstrap, seed)
+    ref = np.array([reference[models[i]] for i in idx], float)
+    rho, tau = [], []
+    for row in means:
+        ok = np.isfinite(row)
+        if ok.sum() >= 3:
+            rho.append(sps.spearmanr(row[ok], ref[ok]).statistic)
+            tau.append(sps.kendalltau(row[ok], ref[ok]).statistic)
+    tail = 100.0 * (1.0 - level) / 2.0
+    interval = lambda v: tuple(float(x) for x in np.nanpercentile(v, [tail, 100.0 - tail]))
+    return {"spearman_rho": interval(rho), "kendall_tau": interval(tau)}
