@@ -65,7 +65,8 @@ def test_curated_names_file():
     ("topics: [{name: A, description: d, examples: [x: y]}]", r"topics\[0\]\.examples.*quote entries"),
     ("nope: 1", r"expected a non-empty 'topics' list"),
     ("topics: [{name: A, description: d}, {name: A, description: e}]", r"names must be unique"),
-    ("topics: [", r"invalid YAML"),
+    ("topics: [", r"names\.yaml:line 1: invalid YAML: expected the node content, but found '<stream end>'$"),
+    ('topics:\n  - name: "A\n    description: d\n', r"names\.yaml:line 4: invalid YAML: found unexpected end of stream$"),
 ])
 def test_bad_names_file(tmp_path, text, pattern):
     p = tmp_path / "names.yaml"

@@ -83,8 +83,11 @@ def load_curated(path: str | Path | None = None) -> list[CuratedTopic]:
         text, where = res.read_text(), "topic_names.yaml"
     try:
         doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise DataError(f"invalid YAML: {e}", path=where) from e
+    except yaml.YAMLError as e:    # PyYAML's own message spans lines and names "<unicode string>"
+        mark = getattr(e, "problem_mark", None)
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())
+        raise DataError(f"invalid YAML: {problem}", path=where,
+                        line=mark.line + 1 if mark is not None else None) from e
     items = doc.get("topics") if isinstance(doc, dict) else None
     if not isinstance(items, list) or not items:
         raise DataError("expected a non-empty 'topics' list", path=where)
