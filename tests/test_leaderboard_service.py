@@ -317,3 +317,8 @@ def test_agreement_with_a_published_board_comes_with_intervals_over_the_queries(
     assert "spearman_rho_ci" not in svc.reference_agreement(
         LeaderboardSpec(benchmark="tiny", judge="style", criteria=Criteria(("helpful",)), n_bootstrap=0),
         {"m1": 9.0, "m3": 9.0, "m2": 1.0})
+
+
+def test_examples_of_the_baseline_say_it_is_the_baseline(home):
+    with pytest.raises(ValueError, match="'base' is the baseline"):
+        LeaderboardService(Store(home / "usl.sqlite")).examples(spec(), "base")

@@ -184,3 +184,39 @@ def test_serve_offers_crm_factored_and_serves_only_boards_whose_pairs_are_read(t
         again = rates(httpx.post(url + "/api/leaderboard", json=spec, timeout=60).json())
     assert again == first and sorted(again) == ["m1", "m2"]
     assert "answer pairs with" not in serve_output(home)                 # every pair found in the stored bank
+
+
+def test_an_unknown_baseline_is_a_422_before_any_event_or_job(served):
+    """It was an SSE stream whose last event said so, after a ranking job had started."""
+    _, _, c = served
+    for path in ("/api/leaderboard/stream", "/api/leaderboard/refine", "/api/leaderboard"):
+        r = c.get(path, params={"baseline": "nobody", "likes": "x"})
+        assert r.status_code == 422 and "baseline 'nobody' is not a model of benchmark 'tiny'" in r.json()["detail"]
+
+
+def test_get_reads_per_criterion_as_post_does_and_its_link_keeps_it(served):
+    _, _, c = served
+    params = {"likes": ["Short answers", "Uses examples"], "per_criterion": "false"}
+    body = c.get("/api/leaderboard", params=params).json()
+    assert body["leaderboard"]["spec"]["per_criterion"] is False and body["leaderboard"]["criteria_breakdown"] == {}
+    assert "per_criterion=false" in body["query"]
+    both = c.get("/api/leaderboard", params={"likes": params["likes"]}).json()
+    assert set(both["leaderboard"]["criteria_breakdown"]) == {"Short answers", "Uses examples"}
+    assert "per_criterion" not in both["query"]
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("likes=a", "body: invalid JSON at character 0"),
+    ("[1, 2]", "body: Input should be a valid dictionary"),
+    ("", "body: Field required"),
+])
+def test_a_bad_body_is_named_as_the_body(served, content, needle):
+    _, _, c = served
+    r = c.post("/api/leaderboard", content=content, headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"].startswith(needle), r.text
+
+
+def test_a_blank_topic_beside_a_use_case_is_no_topic(served):
+    _, _, c = served
+    r = c.post("/api/leaderboard", json={"topics": [" "], "use_case": "write some code", "per_criterion": False})
+    assert r.status_code == 200 and r.json()["leaderboard"]["spec"]["topics"] == []

@@ -146,12 +146,14 @@ class LeaderboardService:
     def unread_pairs(self, spec: LeaderboardSpec) -> int:
         """Pairs of ``spec``'s benchmark (every query, against its baseline) that its judge would
         have to read before ranking: a judge of stored per-pair vectors (``crm-factored``) reads
-        each with 2 transformer passes; 0 for every other judge. Remembered once all are stored."""
+        each with 2 transformer passes; 0 for every other judge. Remembered once all are stored.
+        A baseline that is not a model of the benchmark raises ``ValueError`` whatever the judge:
+        the server answers 422 before it starts a job."""
         data = self.answers(spec.benchmark)
+        baseline = self._baseline(spec, data)
         judge = self.judge(spec.judge)
         if not hasattr(judge, "missing_pairs"):
             return 0
-        baseline = self._baseline(spec, data)
         key = ("unread", judge.identity, data.name, data.benchmark.version, baseline)
         with self._lock:
             if key in self._no_unread:
@@ -309,6 +311,8 @@ class LeaderboardService:
     def examples(self, spec: LeaderboardSpec, model: str, limit: int = 5) -> list[Example]:
         """The clearest wins and losses of ``model`` against the baseline, alternating."""
         data, judge, baseline, models, sel = self._board_context(spec, None)
+        if model == baseline:
+            raise ValueError(f"{model!r} is the baseline: every other model is compared with it; pick one of those")
         if model not in models:
             raise ValueError(f"unknown model {model!r} in benchmark {spec.benchmark!r}")
         s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)

@@ -165,11 +165,12 @@ def spec_query(likes: list[str] = Query([], description="Repeat for several crit
                avoid: list[str] = Query([], description="Repeat for several criteria."),
                topics: list[str] = Query([], description="Repeat for several topics."),
                use_case: str = Query(""), judge: Optional[str] = Query(None),
-               baseline: Optional[str] = Query(None), benchmark: Optional[str] = Query(None)) -> SpecIn:
+               baseline: Optional[str] = Query(None), benchmark: Optional[str] = Query(None),
+               per_criterion: bool = Query(True, description="false: no per-criterion breakdown (sooner).")) -> SpecIn:
     """A ``SpecIn`` from URL query parameters, under the same limits as a JSON body."""
     try:
         return SpecIn(likes=likes, avoid=avoid, topics=topics, use_case=use_case, judge=judge,
-                      baseline=baseline, benchmark=benchmark)
+                      baseline=baseline, benchmark=benchmark, per_criterion=per_criterion)
     except ValidationError as e:
         raise RequestValidationError(e.errors()) from e
 
@@ -179,7 +180,11 @@ async def _invalid(request: Request, exc: RequestValidationError) -> JSONRespons
     errors = exc.errors()
     msgs = []
     for e in errors:
-        loc = ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query"))
+        where = tuple(e.get("loc", ()))
+        if e.get("type") == "json_invalid":         # its loc is ("body", character offset), not a field
+            msgs.append(f"body: invalid JSON at character {where[-1] if len(where) > 1 else 0}")
+            continue
+        loc = ".".join(str(p) for p in where if p not in ("body", "query")) or ".".join(map(str, where[:1]))
         msgs.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
     return JSONResponse({"detail": "; ".join(msgs),
                          "errors": [{"loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in errors]},

@@ -60,7 +60,7 @@ class Boards:
         if judge not in self.config.judges:
             raise HTTPException(422, f"judge {judge!r} is not served here; choose one of: "
                                      f"{', '.join(self.config.judges)}")
-        if s.topics and s.use_case.strip():
+        if any(t.strip() for t in s.topics) and s.use_case.strip():     # a blank topic is no topic
             raise HTTPException(422, "choose topics or describe your use case, not both")
         topic_ids = topic_ids_of(s.topics, await self.topics(benchmark))
         likes, avoid = clean(s.likes), clean(s.avoid)
@@ -226,6 +226,8 @@ def query_string(spec: LeaderboardSpec) -> str:
     params += [("topics", t) for t in spec.topics]
     params += [(k, v) for k, v in (("use_case", spec.use_case), ("judge", spec.judge),
                                    ("baseline", spec.baseline or ""), ("benchmark", spec.benchmark)) if v]
+    if not spec.per_criterion:
+        params.append(("per_criterion", "false"))
     return urlencode(params)
 
 
