@@ -211,15 +211,11 @@ def _reference(svc, spec, board, name: str, refined: bool) -> dict:
     """Agreement with a published board. A fast board's comes with intervals over the same query
     resamples as its win rates; a refined board's is read off its rows (its estimator has none)."""
     from usl.leaderboard.reference import load_reference
-    from usl.leaderboard.stats import kendall_tau, paired, spearman_rho
+    from usl.leaderboard.stats import agreement
 
     ref = load_reference(name)
-    if not refined:
-        return {"name": name, **svc.reference_agreement(spec, ref)}
-    ours = {r.model: r.win_rate for r in board.rows}
-    common, _, _ = paired(ours, ref)
-    return {"name": name, "n_models": len(common), "spearman_rho": spearman_rho(ours, ref),
-            "kendall_tau": kendall_tau(ours, ref), "models": common}
+    found = agreement({r.model: r.win_rate for r in board.rows}, ref) if refined else svc.reference_agreement(spec, ref)
+    return {"name": name, **found}
 
 
 COLUMNS = ("rank", "model", "win_rate", "ci_low", "ci_high", "n", "n_missing", "lc_win_rate", "avg_length", "rating")

@@ -19,12 +19,12 @@ class Imported:
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        """Refuse what would store a benchmark nobody can rank on: no query, or a model (the
-        baseline included) that answers none of them, as an empty or mismatched outputs file does."""
+        """Refuse an import in which a model (the baseline included) answers none of the queries,
+        as an empty or mismatched outputs file does: nobody could rank it, or rank against it.
+        (A benchmark without queries is the store's to refuse.) The store itself still takes a
+        benchmark whose answers come later."""
         n = len(self.benchmark.queries)
-        if n == 0:
-            raise DataError("no queries to import (an empty file?)", path=self.source)
-        silent = [m for m, k in self.missing if k >= n]
+        silent = [m for m, k in self.missing if k >= n]     # (missing is empty when n is 0)
         if silent:
             raise DataError(f"no answer to any of the {n} queries from model(s) {', '.join(silent)} "
                             "(an empty outputs file, or one for other instructions?); nothing was imported",

@@ -291,14 +291,11 @@ class LeaderboardService:
         ``spec.n_bootstrap`` > 0. The judgments come from the cache a ``rank`` of the spec filled."""
         data, judge, baseline, models, sel = self._board_context(spec, None)
         s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
-        ours = {m: _r(w) for m, w in zip(models, stats.win_rates(s)[0])}     # as the rows show them
-        common = stats.paired(ours, reference)[0]
-        out = {"n_models": len(common), "spearman_rho": stats.spearman_rho(ours, reference),
-               "kendall_tau": stats.kendall_tau(ours, reference)}
-        if spec.n_bootstrap > 0:
+        out = stats.agreement({m: _r(w) for m, w in zip(models, stats.win_rates(s)[0])}, reference)
+        if spec.n_bootstrap > 0:        # (win rates rounded as the rows show them)
             ci = stats.correlation_ci(s, models, reference, spec.n_bootstrap, spec.seed)
             out |= {"spearman_rho_ci": list(ci["spearman_rho"]), "kendall_tau_ci": list(ci["kendall_tau"])}
-        return out | {"models": common}
+        return out
 
     def compare(self, a: LeaderboardSpec, b: LeaderboardSpec) -> Comparison:
         la, lb = self.rank(a), self.rank(b)

@@ -133,6 +133,13 @@ def spearman_rho(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     return float(sps.spearmanr(x, y).statistic)
 
 
+def agreement(ours: Mapping[str, float], reference: Mapping[str, float]) -> dict:
+    """``{n_models, spearman_rho, kendall_tau, models}`` between two boards (model -> score)."""
+    common = paired(ours, reference)[0]
+    return {"n_models": len(common), "spearman_rho": spearman_rho(ours, reference),
+            "kendall_tau": kendall_tau(ours, reference), "models": common}
+
+
 def correlation_ci(scores: np.ndarray, models: Sequence[str], reference: Mapping[str, float],
                    n_bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> dict[str, tuple[float, float]]:
     """Percentile intervals of Spearman's rho and Kendall's tau-b between our board (``scores``:
