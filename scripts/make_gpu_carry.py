@@ -73,6 +73,73 @@ def fp16_encoder(out: Path) -> bytes:
     return save({k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in sd.items()})
 
 
+def int8_encoder(out: Path) -> None:
+    """The packaged all-MiniLM-L6-v2 into ``out`` at 23 MB: its config and tokenizer, every matrix as int8
+    with one fp32 scale a row (``W ~ q * s``), vectors as fp16 (``unpack_int8`` restores fp32 there). Rounding
+    a row to 255 levels errs by at most half a level, about the precision of the bf16 the GPU computes in."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from usl.data.embed import encoder_path
+
+    src = Path(encoder_path())
+    out.mkdir(parents=True, exist_ok=True)
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (src / f).exists():
+            shutil.copy(src / f, out / f)
+    packed = {}
+    for k, v in load_file(str(src / "model.safetensors")).items():
+        if v.is_floating_point() and v.dim() == 2:
+            scale = v.abs().amax(1, keepdim=True).clamp(min=1e-12) / 127
+            packed[k + ".q"] = torch.round(v / scale).to(torch.int8).contiguous()
+            packed[k + ".s"] = scale.float().contiguous()
+        else:
+            packed[k] = (v.half() if v.is_floating_point() else v).contiguous()
+    save_file(packed, str(out / "model.int8.safetensors"))
+
+
+def unpack_int8(folder: Path) -> None:
+    """``model.int8.safetensors`` in ``folder`` -> ``model.safetensors`` (fp32), as transformers loads it."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    packed = load_file(str(folder / "model.int8.safetensors"))
+    sd = {}
+    for k, v in packed.items():
+        if k.endswith(".s"):
+            continue
+        if k.endswith(".q"):
+            sd[k[:-2]] = (v.float() * packed[k[:-2] + ".s"]).contiguous()
+        else:
+            sd[k] = v.float() if v.is_floating_point() else v
+    save_file(sd, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def pack_quality_inputs(data: Path, shared: Path, out: Path, head: int, tail: int) -> dict:
+    """What the quality reader's GPU run needs (``scripts/gpu_quality.sh``): the int8 encoder, its training
+    and dev pairs and every eval file (answers trimmed to what a 512-token input keeps), ``dev.jsonl`` (the
+    pairs the judge's combination is fitted on), and the default board's texts whole (``board.json.xz``:
+    the stored readings are keyed by the exact texts)."""
+    from usl.data.pairs.alpaca import load_outputs
+
+    out.mkdir(parents=True, exist_ok=True)
+    int8_encoder(out / "minilm")
+    counts = {"quality_train": pack_jsonl(data / "quality" / "train.jsonl", out / "quality_train.jsonl.xz", head, tail),
+              "quality_dev": pack_jsonl(data / "quality" / "dev.jsonl", out / "quality_dev.jsonl.xz", head, tail)}
+    (out / "eval").mkdir(exist_ok=True)
+    for f in [data / "dev.jsonl", *sorted((data / "eval").glob("*.jsonl"))]:
+        counts[f.stem] = pack_jsonl(f, out / "eval" / f"{f.stem}.jsonl.xz", head, tail)
+    alp = load_outputs(shared / "alpaca_eval")
+    split = json.loads((shared / "alpaca_eval" / "split.json").read_text())
+    models = [split["baseline"], *alp.board_models]
+    board = {"queries": list(alp.board), "baseline": split["baseline"],
+             "answers": {m: [alp.answers[m].get(q) for q in alp.board] for m in models}}
+    with lzma.open(out / "board.json.xz", "wt") as fo:
+        json.dump(board, fo, ensure_ascii=False)
+    counts["board_pairs"] = sum(a is not None for m in alp.board_models for a in board["answers"][m])
+    return counts
+
+
 def pack_style_inputs(data: Path, known: Path, out: Path, prefix: str = "domain_", max_len: int = 256) -> dict:
     """``out``'s training pairs of styled answers and the answers to score, as ``usl train-style``
     reads them (``--train``, ``--known``, ``--score``); the counts of each. Every input is read and
@@ -110,12 +177,19 @@ def main() -> None:
     ap.add_argument("--tail", type=int, default=350)
     ap.add_argument("--dev-n", type=int, default=700)
     ap.add_argument("--no-eval", action="store_true", help="leave the eval files out")
+    ap.add_argument("--quality", metavar="SHARED", help="pack the quality reader's inputs instead; SHARED: the "
+                    "public data folder (../shared/data), whose default board is read whole")
     ap.add_argument("--style", metavar="KNOWN", help="pack usl train-style's inputs instead; KNOWN: the board's "
                     "answer texts (a JSON list, .gz or .xz ok)")
     ap.add_argument("--prefix", default="domain_", help="with --style: criteria families that name a style")
     ap.add_argument("--max-len", type=int, default=256, help="with --style: tokens of an answer the scorer reads")
     args = ap.parse_args()
     out, data = Path(args.out), Path(args.data)
+    if args.quality:
+        if not (data / "quality" / "train.jsonl").is_file():
+            raise SystemExit(f"{data / 'quality' / 'train.jsonl'}: no such file (usl data build-train --out {data})")
+        print(json.dumps(pack_quality_inputs(data, Path(args.quality), out, args.head, args.tail)))
+        return
     if args.style:
         for f in (Path(args.style), data / "train.jsonl", data / "dev.jsonl"):
             if not f.is_file():

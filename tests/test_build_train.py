@@ -359,3 +359,17 @@ def test_cli_build_train(root, tmp_path):
     bad = runner.invoke(app, ["--home", str(tmp_path / "home"), "data", "build-train", "--source",
                               str(tmp_path / "missing"), "--out", str(tmp_path / "o2")])
     assert bad.exit_code == 2 and "no shared data" in bad.output
+
+
+def test_quality_files_hold_general_pairs_and_the_eval_split_shares_nothing_with_them(root, tmp_path):
+    from usl.data.pairs.general import QUALITY_CRITERIA
+    from usl.data.paper_jsonl import read_samples
+
+    res = build(_cfg(tmp_path / "d", eval_fraction=0.4), root=root)
+    train = read_samples(res.out / "quality" / "train.jsonl")
+    held = read_samples(res.out / "eval" / "quality.jsonl")
+    assert train and held
+    assert all(s.criteria == QUALITY_CRITERIA for s in train)
+    assert {s.source.split("/")[0] for s in train} <= {"human", "general", "rubric"}
+    seen = {s.prompt for s in train} | {s.model_a[-1].content for s in train} | {s.model_b[-1].content for s in train}
+    assert not any({s.prompt, s.model_a[-1].content, s.model_b[-1].content} & seen for s in held)

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from usl.cli import data, evaluate, fast, rank, serve, topics, train
+from usl.cli import data, evaluate, fast, quality, rank, serve, topics, train
 from usl.cli.common import State
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -30,6 +30,7 @@ def _root(ctx: typer.Context,
 
 app.add_typer(data.app, name="data", help="Import benchmarks, show stats, build training data.")
 app.add_typer(topics.app, name="topics", help="Cluster queries into named topics.")
+app.add_typer(quality.app, name="quality", help="The default judge's quality reading: fit its gate, read pairs.")
 for module in (train, fast, evaluate, rank, serve):
     module.register(app)
 

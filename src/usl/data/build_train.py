@@ -26,6 +26,10 @@ seeded ~12% of queries. Outputs (``out/``)::
     eval/human.jsonl              held-out hh-rlhf / WebGPT / PandaLM pairs, general criteria
     eval/general.jsonl            held-out LLM-judge and rubric pairs
     eval/contradictory.jsonl      held-out pairs with opposite criteria (length, domain, style), both ways
+    eval/quality.jsonl            every held-out general-preference pair (human, LLM judge, rubric): shares
+                                  no query and no answer with quality/ or train
+    quality/train.jsonl(.gz)      every general-preference pair of training queries, under the one fixed
+    quality/dev.jsonl(.gz)        wording the quality reader is trained and read with (QUALITY_CRITERIA)
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import re
 import time
 import zlib
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -48,6 +52,7 @@ from usl.data import leakage
 from usl.data.criteria import Library, load_library
 from usl.data.pairs import alpaca, dsp, general, human, rubrics, style
 from usl.data.pairs.base import Pair
+from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.data.paper_jsonl import write_samples
 from usl.types import DataError, Message, PreferenceSample
 
@@ -62,6 +67,8 @@ TOPICS: dict[str, str] = {
 # board queries are evaluated, never trained on: the eval file of each board source
 BOARD_FILES = {"length/board_style": "length_flip", "length/board_terse": "length_terse"}
 GENERAL_FAMILIES = ("general_helpful", "factual", "harmless", "instruction_following")
+# sources whose labels say which answer is better overall: the quality reader's data
+QUALITY_SOURCES = ("human", "general", "rubric")
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,8 @@ class BuildConfig:
         "help": "Chance a training sample gets 1-2 extra criteria that don't decide the pair."})
     eval_max_pairs: int = field(default=600, metadata={"help": "Most pairs per source in one eval file."})
     write_gzip: bool = field(default=True, metadata={"help": "Also write train/dev as .jsonl.gz (GPU carry)."})
+    quality_max_per_source: int = field(default=20000, metadata={
+        "help": "Most quality/train pairs taken from one general-preference source."})
     terse_per_query: int = field(default=0, metadata={
         "help": "Training pairs per query of a bare answer against one that gives it at length "
                 "(length/alpaca_terse; 0 = none). They teach one-word answers under concise wishes, and "
@@ -137,6 +146,10 @@ def collect_pairs(root: Path, seed: int, terse_per_query: int = 0
         "general/alpaca_gpt4": lambda: general.balance_length(general.alpaca_annotation_pairs(
             root / "alpaca_eval" / "annotations" / "alpaca_eval_gpt4", out, set(out.train),
             source="general/alpaca_gpt4"), _rng(seed, "general/alpaca_gpt4")),
+        "general/alpaca_cross": lambda: general.balance_length(general.alpaca_cross_pairs(
+            root / "alpaca_eval" / "annotations" / "weighted_alpaca_eval_gpt4_turbo", set(out.train),
+            _rng(seed, "general/alpaca_cross/draw"), source="general/alpaca_cross"),
+            _rng(seed, "general/alpaca_cross")),
         "general/arena_bench": lambda: general.balance_length(general.arena_bench_pairs(
             root / "arena_hard" / "arena-bench-v1"), _rng(seed, "general/arena_bench")),
         "rubric/prometheus_vicuna": lambda: rubrics.prometheus_pairs(
@@ -305,6 +318,8 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
             if p_split in parts and name:
                 files[name] += _capped(parts[p_split], 2 * cfg.eval_max_pairs, rng, lambda p, m=mode: maker.make(
                     p, rng, wordings=m, both_ways=True, extras=False))
+        if src.split("/")[0] in QUALITY_SOURCES:
+            _quality_files(files, parts, cfg, rng, maker)
         contra = [p for p in parts["eval"] if p.loser_family]  # held-out family pairs are never in "eval"
         files["contradictory"] += _capped(contra, 2 * cfg.eval_max_pairs, rng, lambda p: maker.make(
             p, rng, wordings="unseen", both_ways=True, extras=False, source=f"contradictory/{src}"))
@@ -315,6 +330,8 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
 
     leakage.assert_clean(guard, files["train"], what="train")
     leakage.assert_clean(guard, files["dev"], what="dev")
+    leakage.assert_clean(guard, files["quality_train"], what="quality/train")
+    files["quality"] = _disjoint(files["quality"], files["quality_train"] + files["train"])
     out = Path(cfg.out)
     counts = _write(out, files, cfg)
     for src, c in stats.items():
@@ -323,6 +340,32 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
     _manifest(out, cfg, root, counts, maker, seconds)
     log.info("built %d train / %d dev samples in %.1f s -> %s", len(files["train"]), len(files["dev"]), seconds, out)
     return BuildResult(out, counts, seconds)
+
+
+def _quality_files(files: dict[str, list[PreferenceSample]], parts: dict[str, list[Pair]], cfg: BuildConfig,
+                   rng: np.random.Generator, maker: SampleMaker) -> None:
+    """A general-preference source's share of the quality reader's files: its training and dev
+    queries' pairs under the reader's one wording, its held-out queries' under unseen general wordings."""
+    def fixed(p: Pair) -> list[PreferenceSample]:
+        return maker.make(replace(p, criteria=QUALITY_CRITERIA), rng, wordings="train", both_ways=False,
+                          extras=False)
+    files["quality_train"] += _capped(parts["train"], cfg.quality_max_per_source, rng, fixed)
+    files["quality_dev"] += _capped(parts["dev"], max(100, cfg.quality_max_per_source // 20), rng, fixed)
+    files["quality"] += _capped(parts["eval"], 2 * cfg.eval_max_pairs, rng, lambda p: maker.make(
+        p, rng, wordings="unseen", both_ways=False, extras=False))
+
+
+def _disjoint(held_out: list[PreferenceSample], trained: list[PreferenceSample]) -> list[PreferenceSample]:
+    """The held-out samples that share no query and no answer with anything trained on (two models
+    can give the same short answer, a refusal say, to different queries)."""
+    def texts(s: PreferenceSample) -> tuple[str, str, str]:
+        return s.prompt, s.model_a[-1].content, s.model_b[-1].content
+    seen_q = {texts(s)[0] for s in trained}
+    seen_a = {t for s in trained for t in texts(s)[1:]}
+    kept = [s for s in held_out if texts(s)[0] not in seen_q and not seen_a & set(texts(s)[1:])]
+    log.info("eval/quality: %d of %d held-out samples share no query and no answer with training",
+             len(kept), len(held_out))
+    return kept
 
 
 def _eval_file(source: str) -> str:
@@ -345,11 +388,13 @@ def _capped(pairs: list[Pair], cap_samples: int, rng: np.random.Generator,
 def _write(out: Path, files: dict[str, list[PreferenceSample]], cfg: BuildConfig) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
     for name, samples in sorted(files.items()):
-        path = out / (f"{name}.jsonl" if name in ("train", "dev") else f"eval/{name}.jsonl")
+        stem = {"train": "train", "dev": "dev", "quality_train": "quality/train",
+                "quality_dev": "quality/dev"}.get(name)
+        path = out / (f"{stem}.jsonl" if stem else f"eval/{name}.jsonl")
         _unique_ids(samples, name)
         write_samples(path, samples)
-        if cfg.write_gzip and name in ("train", "dev"):
-            write_samples(out / f"{name}.jsonl.gz", samples)
+        if cfg.write_gzip and stem:
+            write_samples(out / f"{stem}.jsonl.gz", samples)
         counts[name] = dict(sorted(Counter(s.source for s in samples).items()))
         counts[name]["_total"] = len(samples)
     return counts

@@ -22,6 +22,7 @@ from usl.crm import shipped_weights
 from usl.crm.answer_bank import AnswerBank, Progress
 from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
 from usl.crm.fast_model import FastCRM, as_tensor, criteria_inputs, split_sign
+from usl.crm.quality_bank import QualityReading
 from usl.crm.static_embed import StaticEmbedder
 from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
@@ -76,6 +77,7 @@ class FastJudge:
             reader.share_encoder(self.encoder)
         self._answer_repr: dict | None = None
         self._repr_rows = 0
+        self.quality = QualityReading.for_weights(self.weights, home)
 
     @property
     def identity(self) -> str:
@@ -107,7 +109,9 @@ class FastJudge:
 
     def criterion_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
                          baseline_answers: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """Per-criterion logit contributions (k, n) and the quality term (n,) for model vs baseline."""
+        """Per-criterion logit contributions (k, n) and the answer-quality term (n,) for model vs baseline.
+        With a quality gate (``quality_gate.py``) each criterion's row also holds its share of the quality
+        reader's reading of the pair: the rows and the term still sum to the decision's logit."""
         crit = criteria.as_list() or ["The answer is helpful, accurate and well written."]
         ra = torch.from_numpy(self.bank.rows(queries, model_answers))
         rb = torch.from_numpy(self.bank.rows(queries, baseline_answers))
@@ -115,9 +119,29 @@ class FastJudge:
         C, signs = self._criteria(crit)
         with torch.inference_mode():
             S = self.model.criterion_scores(C, A)  # (k, N)
-            per = signs[:, None] * (S[:, ra] - S[:, rb]) / len(crit)
-            qual = self.model.beta * (A["quality"][ra] - A["quality"][rb])
-        return crit, per.numpy(), qual.numpy()
+            per = (signs[:, None] * (S[:, ra] - S[:, rb]) / len(crit)).numpy()
+            qual = (self.model.beta * (A["quality"][ra] - A["quality"][rb])).numpy()
+        if self.quality is None:
+            return crit, per, qual
+        texts = [split_sign(c)[0] for c in crit]
+        g = self.quality.gate.shares(self.encoder.encode(texts).numpy(), signs.numpy())   # (k,)
+        share = float(g.mean())
+        q = self.quality.readings(queries, model_answers, baseline_answers)             # (n,)
+        per = (1 - share) * per + (g[:, None] / len(crit)) * self.quality.gate.alpha * q[None, :]
+        return crit, per, (1 - share) * qual
+
+    def quality_share(self, criteria: Criteria) -> list[float]:
+        """Each criterion's share of the decision given to the quality reading (0 without a gate)."""
+        crit = criteria.as_list() or ["The answer is helpful, accurate and well written."]
+        if self.quality is None:
+            return [0.0] * len(crit)
+        texts, signs = zip(*(split_sign(c) for c in crit))
+        return [float(x) for x in self.quality.gate.shares(self.encoder.encode(list(texts)).numpy(), np.array(signs))]
+
+    def missing_readings(self, queries: Sequence[str], model_answers: Sequence[str],
+                         baseline_answers: Sequence[str]) -> int:
+        """Pairs whose quality reading is not stored yet (each costs the reader two passes)."""
+        return 0 if self.quality is None else self.quality.missing(queries, model_answers, baseline_answers)
 
     # -- the Judge protocol ------------------------------------------------------------------------
     def judge_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],

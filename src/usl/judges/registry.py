@@ -21,6 +21,7 @@ _BUILTIN_MODULES = {
     "default": "usl.judges.fast",
     "fast": "usl.judges.fast",
     "llm": "usl.judges.llm_api",
+    "quality": "usl.judges.quality",
 }
 
 

@@ -166,6 +166,14 @@ class LeaderboardService:
                 self._no_unread.add(key)
         return n
 
+    def pair_texts(self, spec: LeaderboardSpec) -> tuple[list[str], list[str], list[str]]:
+        """(queries, model answers, baseline answers) of every pair of ``spec``'s board."""
+        data = self.answers(spec.benchmark)
+        baseline = self._baseline(spec, data)
+        models = tuple(m for m in data.benchmark.models if m != baseline)
+        grid = data.grid(baseline, models, tuple(q.id for q in data.benchmark.queries))
+        return data.pair_texts(grid, baseline)
+
     def _prepared(self, spec: str, data: Answers, progress: Progress | None) -> Judge:
         """The judge, after ``judge.prepare(queries, answers)`` on the whole benchmark when it has one.
 

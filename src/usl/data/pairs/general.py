@@ -27,6 +27,9 @@ from usl.types import DataError
 
 log = logging.getLogger(__name__)
 GENERAL = "general_helpful"
+# The one wording under which the quality reader is trained and read: it reads general quality, not a
+# user's criteria, so its input always carries the same text.
+QUALITY_CRITERIA = ("The answer is helpful, accurate and well written.",)
 
 
 def alpaca_annotation_pairs(annotations_dir: str | Path, out: AlpacaOutputs, allowed: set[str], *,
@@ -53,6 +56,37 @@ def alpaca_annotation_pairs(annotations_dir: str | Path, out: AlpacaOutputs, all
             else:
                 continue
             pairs.append(Pair(source, q, q, single_turn(q), win, lose, GENERAL, note=note))
+    return pairs
+
+
+def alpaca_cross_pairs(annotations_dir: str | Path, allowed: set[str], rng: np.random.Generator, *,
+                       source: str, confident: float = 0.1, per_query: int = 40) -> list[Pair]:
+    """Pairs of two non-baseline models' answers to one query, from their judgments against the
+    same baseline: one judged clearly better than the baseline (preference >= 2 - ``confident``),
+    the other clearly worse (<= 1 + ``confident``). The judge never compared the two directly; the
+    label holds by going through the baseline, as a Bradley-Terry reading of the two judgments
+    would. At most ``per_query`` pairs a query, a seeded draw, so no query dominates."""
+    by_query: dict[str, dict[str, tuple[float, str]]] = defaultdict(dict)
+    for path in sorted(Path(annotations_dir).glob("*.jsonl.gz")):
+        for n, obj in iter_jsonl(path):
+            q = obj.get("instruction")
+            if q not in allowed or obj.get("preference") is None:
+                continue
+            try:
+                pref, model, answer = float(obj["preference"]), str(obj["generator_2"]), obj["output_2"]
+            except (KeyError, TypeError, ValueError) as e:
+                raise DataError(f"bad annotation: {e}", path=str(path), line=n) from e
+            if isinstance(answer, str) and answer.strip():
+                by_query[q][model] = (pref, answer)
+    pairs = []
+    for q in sorted(by_query):
+        scored = sorted(by_query[q].items())
+        better = [(m, a) for m, (p, a) in scored if p >= 2 - confident]
+        worse = [(m, a) for m, (p, a) in scored if p <= 1 + confident]
+        cand = [(w, l) for w in better for l in worse if w[1] != l[1]]
+        for i in rng.permutation(len(cand))[:per_query]:
+            (mw, aw), (ml, al) = cand[int(i)]
+            pairs.append(Pair(source, q, q, single_turn(q), aw, al, GENERAL, note=f"{mw} > {ml}"))
     return pairs
 
 

@@ -1,0 +1,72 @@
+"""`usl quality`: the quality reading of the default judge (fit its gate, read a benchmark's pairs)."""
+
+from __future__ import annotations
+
+import typer
+
+from usl.cli.common import user_errors
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.command("fit-gate")
+def fit_gate_cmd(
+    ctx: typer.Context,
+    fast_predictions: str = typer.Option(..., help="`usl eval --judge fast:WEIGHTS --predictions F` on the dev file: "
+                                                   "the fast judge's readings (fitted without a gate)."),
+    quality_predictions: str = typer.Option(..., help="`usl eval --judge READER --predictions F` on the same file."),
+    weights: str = typer.Option("", help="The fast CRM's weights folder, where quality_gate.json is written "
+                                         "(default: the shipped one)."),
+    reader: str = typer.Option("quality", help="Judge spec of the quality reader the gate weighs."),
+    l2: float = typer.Option(1e-3, min=0.0, help="L2 penalty on the gate's weights."),
+) -> None:
+    """Learn how much each criterion leans on the quality reading (usl.crm.quality_gate)."""
+    with user_errors():
+        from pathlib import Path
+
+        from usl.crm import shipped_weights
+        from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
+        from usl.crm.quality_gate import QualityGate, fit_from_predictions, read_predictions
+        from usl.judges.registry import load_judge
+
+        folder = Path(weights) if weights else shipped_weights("fast-crm")
+        adapter = folder / ADAPTER_DIR
+        encoder = CriteriaEncoder(adapter if adapter.exists() else None)
+        w, b, alpha, info = fit_from_predictions(read_predictions(fast_predictions),
+                                                 read_predictions(quality_predictions),
+                                                 lambda t: encoder.encode(list(t)).numpy(), l2=l2)
+        identity = load_judge(reader).identity
+        info |= {"fast_predictions": Path(fast_predictions).name, "quality_predictions": Path(quality_predictions).name}
+        QualityGate(tuple(float(x) for x in w), b, alpha, reader, identity, info).save(folder)
+        typer.echo(f"gate for {identity}: alpha {alpha:.3f}, {info['samples']} samples, log-loss {info['log_loss']} "
+                   f"-> {folder / 'quality_gate.json'}")
+
+
+@app.command("fill")
+def fill_cmd(
+    ctx: typer.Context,
+    benchmark: str = typer.Option("alpaca_eval", help="Benchmark whose (answer, baseline) pairs are read."),
+    baseline: str = typer.Option("", help="Baseline model (default: the benchmark's)."),
+    judge: str = typer.Option("default", help="The judge whose quality reading is filled."),
+) -> None:
+    """Read and store the quality reading of every (answer, baseline) pair of a benchmark, with progress;
+    a killed run resumes where it stopped. Boards of that benchmark then need no reading."""
+    with user_errors():
+        from tqdm import tqdm
+
+        from usl.leaderboard.service import LeaderboardService
+        from usl.leaderboard.types import LeaderboardSpec
+
+        service = LeaderboardService(ctx.obj.store(), home=ctx.obj.home)
+        j = service.judge(judge)
+        reading = getattr(j, "quality", None)
+        if reading is None:
+            raise ValueError(f"judge {judge!r} has no quality reading to fill")
+        spec = LeaderboardSpec(benchmark=benchmark, judge=judge, baseline=baseline or None)
+        queries, answers, baselines = service.pair_texts(spec)
+        n = reading.missing(queries, answers, baselines)
+        typer.echo(f"{len(queries)} pairs, {n} not read yet by {reading.gate.reader_identity} "
+                   f"(2 passes each)")
+        bar = tqdm(total=n, unit="pair", desc="quality readings")
+        reading.readings(queries, answers, baselines, progress=lambda done, total: bar.update(done - bar.n))
+        bar.close()

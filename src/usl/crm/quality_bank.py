@@ -1,0 +1,241 @@
+"""Stored quality readings: one number per (query, answer, baseline) pair, read once.
+
+A board compares every model's answer with the baseline's, and the quality reading of such a pair
+does not depend on the user's criteria; so it is read once per pair, by whatever judge supplies it
+(the shipped quality reader, a ``crm:PATH`` trained on a GPU, an ``llm:...`` judge), and stored
+here. A bank is a cache of one reader, named by that reader's identity: readings of another reader
+never mix in.
+
+Values are logits ``Q(A, B)`` (``log P(A better) - log P(B better)``), antisymmetric: a pair
+stored as (answer, baseline) is looked up in either orientation, the other one negated.
+
+Files: ``<weights>/bank-<name>.npz`` shipped beside a reader, and ``<home>/cache/quality/
+<identity digest>.npz`` for everything read on this machine, saved every ``save_every`` pairs
+(atomically), so a killed fill resumes where it stopped.
+
+GPU path (no server stack there)::
+
+    python3 -m usl.crm.quality_bank --judge quality:RUN --board board.json.xz --out bank-board.npz
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import zipfile
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from usl import atomic
+from usl.crm.factored import pair_key
+
+log = logging.getLogger(__name__)
+BANK_FORMAT = "usl-quality-bank/1"
+Reader = Callable[[Sequence[str], Sequence[str], Sequence[str]], np.ndarray]
+Progress = Callable[[int, int], None]
+
+
+class QualityBank:
+    """``keys`` [n, 16] uint8 (:func:`~usl.crm.factored.pair_key` of (query, answer, baseline)),
+    ``values`` [n] float32 logits, ``reader``: the identity of the judge that read them."""
+
+    def __init__(self, keys: np.ndarray, values: np.ndarray, reader: str):
+        if keys.shape != (len(values), 16):
+            raise ValueError(f"keys {keys.shape} do not match {len(values)} values")
+        self.keys, self.values, self.reader = keys, values.astype(np.float32), reader
+        self._index = {bytes(k): i for i, k in enumerate(keys)}
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @classmethod
+    def empty(cls, reader: str) -> QualityBank:
+        return cls(np.zeros((0, 16), np.uint8), np.zeros(0, np.float32), reader)
+
+    def add(self, keys: Sequence[bytes], values: np.ndarray) -> None:
+        new = [(k, float(v)) for k, v in zip(keys, values) if k not in self._index]
+        if not new:
+            return
+        start = len(self.values)
+        self.keys = np.concatenate([self.keys, np.frombuffer(b"".join(k for k, _ in new), np.uint8).reshape(-1, 16)])
+        self.values = np.concatenate([self.values, np.array([v for _, v in new], np.float32)])
+        self._index.update({k: start + i for i, (k, _) in enumerate(new)})
+
+    def merged(self, other: QualityBank) -> QualityBank:
+        if other.reader != self.reader:
+            raise ValueError(f"cannot merge readings of {other.reader} into a bank of {self.reader}")
+        out = QualityBank(self.keys.copy(), self.values.copy(), self.reader)
+        out.add([bytes(k) for k in other.keys], other.values)
+        return out
+
+    def lookup(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str]) -> np.ndarray:
+        """``Q(answer, baseline)`` of each pair, NaN where neither orientation is stored."""
+        out = np.full(len(queries), np.nan, np.float32)
+        for i, (q, a, b) in enumerate(zip(queries, answers, baselines)):
+            j = self._index.get(pair_key(q, a, b))
+            if j is not None:
+                out[i] = self.values[j]
+            else:
+                j = self._index.get(pair_key(q, b, a))
+                if j is not None:
+                    out[i] = -self.values[j]
+        return out
+
+    def save(self, path: Path) -> None:
+        """Atomically: a killed save leaves the old file."""
+        atomic.savez(path, compress=True, format=np.array(BANK_FORMAT), reader=np.array(self.reader),
+                     keys=self.keys, values=self.values)
+
+    @classmethod
+    def load(cls, path: Path) -> QualityBank:
+        try:
+            z = np.load(path)
+            if str(z["format"]) != BANK_FORMAT:
+                raise ValueError(f"format {str(z['format'])!r}, expected {BANK_FORMAT}")
+            return cls(z["keys"], z["values"], str(z["reader"]))
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+            raise ValueError(f"{path}: not a quality bank ({e})") from None
+
+
+def home_path(cache_dir: Path, reader: str) -> Path:
+    """Where this machine keeps ``reader``'s readings."""
+    return cache_dir / "quality" / f"{hashlib.sha256(reader.encode()).hexdigest()[:16]}.npz"
+
+
+def fill(bank: QualityBank, read: Reader, queries: Sequence[str], answers: Sequence[str],
+         baselines: Sequence[str], *, path: Path | None = None, batch: int = 64, save_every: int = 512,
+         progress: Progress | None = None) -> np.ndarray:
+    """Read the pairs ``bank`` lacks with ``read`` (a batch at a time), store them, and return
+    every pair's reading. With ``path`` the bank is saved every ``save_every`` new pairs and at
+    the end, so a killed fill loses at most that many."""
+    have = bank.lookup(queries, answers, baselines)
+    todo = [i for i in np.flatnonzero(np.isnan(have))]
+    seen: dict[bytes, int] = {}
+    todo = [i for i in todo if seen.setdefault(pair_key(queries[i], answers[i], baselines[i]), i) == i]
+    unsaved = 0
+    for k in range(0, len(todo), batch):
+        idx = todo[k:k + batch]
+        vals = read([queries[i] for i in idx], [answers[i] for i in idx], [baselines[i] for i in idx])
+        bank.add([pair_key(queries[i], answers[i], baselines[i]) for i in idx], np.asarray(vals))
+        unsaved += len(idx)
+        if progress:
+            progress(min(k + batch, len(todo)), len(todo))
+        if path is not None and unsaved >= save_every:
+            bank.save(path)
+            unsaved = 0
+    if path is not None and unsaved:
+        bank.save(path)
+    return bank.lookup(queries, answers, baselines)
+
+
+def _main() -> None:
+    """Read a board's every (answer, baseline) pair on this machine's device (a GPU box)."""
+    import argparse
+    import json
+    import lzma
+    import time
+
+    from usl.judges.registry import load_judge
+
+    ap = argparse.ArgumentParser(description=_main.__doc__)
+    ap.add_argument("--judge", required=True, help="a judge with readings(), e.g. quality:RUN")
+    ap.add_argument("--board", required=True, help='{"queries", "baseline", "answers": {model: [...]}} (.xz ok)')
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batch-size", type=int, default=128)
+    args = ap.parse_args()
+    opener = lzma.open if args.board.endswith(".xz") else open
+    with opener(args.board, "rt", encoding="utf-8") as f:
+        board = json.load(f)
+    base = board["answers"][board["baseline"]]
+    trip = [(q, a, b) for m, ans in board["answers"].items() if m != board["baseline"]
+            for q, a, b in zip(board["queries"], ans, base) if a and b]
+    judge = load_judge(args.judge, batch_size=args.batch_size)
+    bank = QualityBank.empty(judge.identity)
+    t0 = time.time()
+    fill(bank, judge.readings, *zip(*trip), batch=1024,
+         progress=lambda d, n: log.info("read %d / %d pairs (%.0f s)", d, n, time.time() - t0))
+    bank.save(Path(args.out))
+    log.info("%d pairs in %.0f s -> %s", len(bank), time.time() - t0, args.out)
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _main()
+
+
+class QualityReading:
+    """The quality term of a judge: its gate (``quality_gate.py``), the reader it was fitted for, and
+    that reader's stored readings (every ``bank-*.npz`` beside the reader's weights, then this machine's).
+    Pairs not stored are read on demand by the reader itself and stored: the bank is a cache of the
+    reader, never another model."""
+
+    def __init__(self, gate, home: str | Path | None):
+        from usl import paths
+
+        self.gate = gate
+        self.home = home
+        self._reader = None
+        self._bank: QualityBank | None = None
+        self._path = home_path(paths.cache_dir(home), gate.reader_identity)
+
+    @classmethod
+    def for_weights(cls, weights: Path, home: str | Path | None) -> QualityReading | None:
+        from usl.crm.quality_gate import QualityGate
+
+        gate = QualityGate.load(weights)
+        return None if gate is None else cls(gate, home)
+
+    @property
+    def reader(self):
+        if self._reader is None:
+            from usl.judges.registry import load_judge
+
+            self._reader = load_judge(self.gate.reader, home=None if self.home is None else str(self.home))
+            if self._reader.identity != self.gate.reader_identity:
+                raise ValueError(f"the quality gate was fitted for {self.gate.reader_identity}, but "
+                                 f"{self.gate.reader!r} is now {self._reader.identity}: refit it "
+                                 "(usl quality fit-gate)")
+        return self._reader
+
+    @property
+    def bank(self) -> QualityBank:
+        if self._bank is None:
+            bank = QualityBank.empty(self.gate.reader_identity)
+            for path in self._shipped():
+                bank = bank.merged(QualityBank.load(path))
+            if self._path.is_file():
+                try:
+                    bank = bank.merged(QualityBank.load(self._path))
+                except ValueError as e:   # a torn or foreign file: named, set aside, read again
+                    log.warning("%s; reading those pairs again", e)
+            self._bank = bank
+        return self._bank
+
+    def _shipped(self) -> list[Path]:
+        from usl.crm.inference import model_dir_of
+        from usl.judges.registry import load_judge
+
+        spec = self.gate.reader
+        if spec.partition(":")[0] not in ("quality", "crm"):
+            return []
+        path = getattr(load_judge(spec), "path", None)   # cheap: a CRM judge loads its weights lazily
+        return sorted(model_dir_of(path).glob("bank-*.npz")) if path else []
+
+    def missing(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str]) -> int:
+        return int(np.isnan(self.bank.lookup(queries, answers, baselines)).sum())
+
+    def readings(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str],
+                 progress: Progress | None = None) -> np.ndarray:
+        """``Q(answer, baseline)`` of each pair; pairs not stored are read now and stored."""
+        have = self.bank.lookup(queries, answers, baselines)
+        if not np.isnan(have).any():
+            return have
+        n = int(np.isnan(have).sum())
+        log.info("quality reader %s: reading %d new pairs", self.gate.reader_identity, n)
+        if progress is None:
+            progress = lambda done, total: log.info("quality readings: %d / %d pairs", done, total)  # noqa: E731
+        return fill(self.bank, self.reader.readings, queries, answers, baselines, path=self._path, batch=16,
+                    progress=progress)

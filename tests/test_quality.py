@@ -1,0 +1,112 @@
+"""The quality reading: its stored bank, its gate, its data, and the shipped reader in the default judge."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from usl.crm.factored import pair_key
+from usl.crm.quality_bank import QualityBank, fill
+from usl.crm.quality_gate import QualityGate, fit
+
+QS, AS, BS = ["q1", "q2", "q3"], ["a1", "a2", "a3"], ["b1", "b2", "b3"]
+
+
+def test_bank_is_antisymmetric_and_round_trips(tmp_path):
+    bank = QualityBank.empty("reader@1")
+    bank.add([pair_key("q1", "a1", "b1"), pair_key("q2", "b2", "a2")], np.array([1.5, -0.25]))
+    got = bank.lookup(QS, AS, BS)
+    assert got[0] == pytest.approx(1.5) and got[1] == pytest.approx(0.25) and np.isnan(got[2])
+    bank.save(tmp_path / "b.npz")
+    again = QualityBank.load(tmp_path / "b.npz")
+    assert again.reader == "reader@1"
+    np.testing.assert_allclose(again.lookup(QS, AS, BS), got)
+    with pytest.raises(ValueError, match="cannot merge readings of other@2"):
+        bank.merged(QualityBank.empty("other@2"))
+
+
+def test_a_torn_bank_file_is_named(tmp_path):
+    path = tmp_path / "torn.npz"
+    path.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(ValueError, match="torn.npz: not a quality bank"):
+        QualityBank.load(path)
+
+
+def test_fill_reads_each_pair_once_and_resumes_after_a_crash(tmp_path):
+    queries = [f"q{i}" for i in range(10)]
+    answers = [f"a{i}" for i in range(10)]
+    baselines = [f"b{i}" for i in range(10)]
+    read: list[str] = []
+
+    def reader(q, a, b):
+        if len(read) >= 4:
+            raise RuntimeError("killed")
+        read.extend(q)
+        return np.array([float(x[1:]) for x in q])
+
+    path = tmp_path / "home.npz"
+    with pytest.raises(RuntimeError, match="killed"):
+        fill(QualityBank.empty("r"), reader, queries, answers, baselines, path=path, batch=2, save_every=2)
+    saved = QualityBank.load(path)
+    assert len(saved) == 4                    # two batches were stored before the crash
+
+    read.clear()
+    done = fill(saved, lambda q, a, b: (read.extend(q), np.array([float(x[1:]) for x in q]))[1],
+                queries + queries[:3], answers + answers[:3], baselines + baselines[:3], path=path, batch=3)
+    assert read == queries[4:]                # only what was missing, each pair once
+    np.testing.assert_allclose(done, [float(i) for i in range(10)] + [0.0, 1.0, 2.0])
+    assert len(QualityBank.load(path)) == 10
+
+
+def test_gate_learns_which_criteria_ask_for_quality():
+    """Planted: for criteria of kind 'quality' the label follows Q, for kind 'style' it follows the fast
+    reading; the fitted gate gives the first kind the larger share, and beats both readings alone."""
+    rng = np.random.default_rng(0)
+    n, d = 1200, 8
+    kind = rng.integers(0, 2, n)                     # 1 = a quality criterion
+    emb = [np.eye(d)[[k]] + 0.05 * rng.normal(size=(1, d)) for k in kind]
+    signs = [np.ones(1) for _ in range(n)]
+    fast, q = rng.normal(0, 2, n), rng.normal(0, 2, n)
+    truth = np.where(kind == 1, q, fast)
+    y = (truth + rng.logistic(size=n) * 0.5 > 0).astype(float)
+    w, b, alpha, _ = fit(emb, signs, fast, q, y, l2=1e-4)
+    gate = QualityGate(tuple(w), b, alpha, "quality", "quality@x", {})
+    share = np.array([gate.shares(e, s)[0] for e, s in zip(emb, signs)])
+    assert share[kind == 1].mean() > 0.7 > 0.3 > share[kind == 0].mean()
+    comb = (1 - share) * fast + share * alpha * q
+    acc = lambda x: float(np.mean((x > 0) == (y > 0.5)))  # noqa: E731
+    assert acc(comb) > max(acc(fast), acc(q)) + 0.1
+
+
+def test_gate_file_round_trips_and_bad_ones_are_named(tmp_path):
+    gate = QualityGate((0.5, -1.0, 2.0), 0.1, 0.8, "quality", "quality@abc", {"samples": 3})
+    gate.save(tmp_path)
+    assert QualityGate.load(tmp_path) == gate
+    (tmp_path / "quality_gate.json").write_text(json.dumps({"w": [1.0]}))
+    with pytest.raises(ValueError, match="quality_gate.json: not a quality gate"):
+        QualityGate.load(tmp_path)
+    assert QualityGate.load(tmp_path / "nothing") is None
+
+
+def test_shipped_default_judge_weighs_the_shipped_reader():
+    """The gate names the shipped reader by identity (a retrained reader needs a refitted gate), and its
+    per-criterion rows plus the answer term sum to the decision, quality share included."""
+    from usl.judges.registry import load_judge
+    from usl.types import Criteria
+
+    judge = load_judge("default")
+    assert judge.quality is not None
+    assert judge.quality.gate.reader_identity == load_judge("quality").identity
+    crit = Criteria(("The answer is helpful, accurate and well written.", "Be concise"), ())
+    q, a, b = ["What is 2 + 2?"], ["4."], ["The answer is 4, since two and two make four."]
+    judge.quality.bank.add([pair_key(q[0], a[0], b[0])], np.array([3.0]))   # a stored reading: no model run
+    _, per, qual = judge.criterion_matrix(crit, q, a, b)
+    p = judge.judge_matrix(crit, q, a, b)
+    assert 1 / (1 + np.exp(-(per.sum() + qual.sum()))) == pytest.approx(p[0])
+    shares = judge.quality_share(crit)
+    assert all(0 < s < 1 for s in shares)
+    before = judge.judge_matrix(crit, q, a, b)[0]
+    judge.quality.bank.values[judge.quality.bank._index[pair_key(q[0], a[0], b[0])]] = -3.0   # read the other way
+    assert judge.judge_matrix(crit, q, a, b)[0] < before
