@@ -1,11 +1,12 @@
 """What a job of the LLM judge will cost, before it starts: requests and prompt tokens.
 
-A long job (one judgment per pair of a board, both orders: 21,000 pairs make 42,000 requests)
+A long job (one judgment per pair of a board, both orders: the default board's 20,752 pairs make
+41,504 requests)
 should say what it is about to spend::
 
     est = estimate_cost(requests, config)
     print(f"{n_pairs:,} pairs x 2 orders, {est.describe()}")
-    # 21,000 pairs x 2 orders, 42,000 requests, ~31.4M prompt tokens (chars/4 estimate), <= 21.5M completion tokens
+    # 20,752 pairs x 2 orders, 41,504 requests, ~45.7M prompt tokens (chars/4 estimate), <= 21.3M completion tokens
 
 Prompt tokens of one request are the tokens of each chat message (system prompt, filled-in user
 template) plus ``MESSAGE_OVERHEAD`` per message and ``REPLY_PRIMING`` once, the chat-format
