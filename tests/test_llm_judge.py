@@ -317,7 +317,8 @@ def test_logprobs_mode_needs_a_server_that_offers_them(api_factory):
     """A server that ignores `logprobs` fails the job, even when unparseable replies abstain."""
     api = api_factory(top=False)
     judge = load_judge(f"llm:m,base_url={api.url},api_key_env=,verdict=logprobs,unparseable=abstain")
-    with pytest.raises(LLMJudgeError, match="no logprobs in the response.*verdict=text"):
+    with pytest.raises(LLMJudgeError, match=r"POST http://127\.0\.0\.1:\d+/v1/chat/completions: no logprobs in the "
+                                            r"response.*verdict=text"):
         judge.judge(_reqs(1))
 
 

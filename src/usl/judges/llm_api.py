@@ -195,8 +195,10 @@ def _top_logprobs(resp: httpx.Response) -> list[dict]:
         first = resp.json()["choices"][0]["logprobs"]["content"][0]
         return list(first["top_logprobs"]) or [first]
     except (ValueError, KeyError, IndexError, TypeError) as e:
-        raise LLMJudgeError(f"POST {resp.request.url}: no logprobs in the response (verdict=logprobs needs a "
-                            f"server that offers them; verdict=text does not): {resp.text[:300]!r}") from e
+        u = resp.request.url     # named without any credentials the base_url may carry
+        raise LLMJudgeError(f"POST {u.scheme}://{u.host}{f':{u.port}' if u.port else ''}{u.path}: no logprobs in "
+                            f"the response (verdict=logprobs needs a server that offers them; verdict=text does "
+                            f"not): {resp.text[:300]!r}") from e
 
 
 class LLMJudge:
