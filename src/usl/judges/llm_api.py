@@ -9,13 +9,24 @@ Spec: ``llm:MODEL`` with optional ``,key=value`` options, e.g.::
 Options (``LLMJudgeConfig``): base_url, api_key_env (the *name* of the environment variable holding
 the key; unset or empty = no Authorization header, as local servers want), concurrency (requests
 in flight), max_retries, backoff (seconds, doubled per retry), timeout, temperature, max_tokens,
-unparseable ("error" or "abstain").
+unparseable ("error" or "abstain"), verdict ("text" or "logprobs"), top_logprobs.
 
-The prompt (``SYSTEM_PROMPT`` + ``USER_TEMPLATE``, below) shows the user's likes and things to
-avoid, the query and the two answers, and asks for a last line ``Verdict: A``, ``Verdict: B`` or
-``Verdict: tie``. ``parse_verdict`` reads that line, or the ``[[A]]``/``[[B]]``/``[[C]]`` form
-MT-Bench-style judges use, or a bare "A"/"B"/"tie". The judge version hashes the model name, the
-prompt and the sampling settings, so changing any of them never reuses a cached verdict.
+Two ways to read the verdict (``verdict=``):
+
+- ``text`` (default): the prompt (``SYSTEM_PROMPT`` + ``USER_TEMPLATE``, below) shows the user's
+  likes and things to avoid, the query and the two answers, and asks for a last line
+  ``Verdict: A``, ``Verdict: B`` or ``Verdict: tie``. ``parse_verdict`` reads that line, or the
+  ``[[A]]``/``[[B]]``/``[[C]]`` form MT-Bench-style judges use, or a bare "A"/"B"/"tie".
+- ``logprobs``: the same pair, but the prompt (``LOGPROBS_TEMPLATE``) ends asking for one letter,
+  and the judge asks for a single token (``max_tokens=1``) with its ``top_logprobs`` alternatives
+  (OpenAI's ``logprobs``; llama.cpp's server and vLLM offer them too). ``letter_probability``
+  turns them into a graded ``p_a = P("A") / (P("A") + P("B"))``: small judges that ignore a
+  "Verdict:" instruction still put most of their first token's mass on a letter, and a graded
+  probability is a finer score than a hard label. No ties in this mode.
+
+The judge version hashes the model name, the prompt and the sampling settings (and, in
+``logprobs`` mode, the mode and ``top_logprobs``), so changing any of them never reuses a cached
+verdict; the ``text`` mode's version is what it was before the mode existed.
 
 Failures are loud: a non-retryable HTTP status (400, 401, 403, 404, ...) raises at once; 408, 409,
 429, 5xx and connection errors are retried with exponential backoff (honouring ``Retry-After``),
@@ -26,13 +37,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence, TypeVar
 
 import httpx
 
@@ -42,6 +54,7 @@ from usl.types import Criteria
 
 log = logging.getLogger(__name__)
 Label = Literal["A", "B", "tie"]
+T = TypeVar("T")
 PROMPT_VERSION = "1"
 
 SYSTEM_PROMPT = (
@@ -52,7 +65,7 @@ SYSTEM_PROMPT = (
     "unless the user's criteria are about length."
 )
 
-USER_TEMPLATE = """[The user's criteria]
+PAIR_TEMPLATE = """[The user's criteria]
 The user likes:
 {likes}
 The user wants to avoid:
@@ -67,8 +80,11 @@ The user wants to avoid:
 [Answer B]
 {answer_b}
 
-Which answer does this user prefer? Explain briefly, then end your reply with exactly one line:
+"""
+USER_TEMPLATE = PAIR_TEMPLATE + """Which answer does this user prefer? Explain briefly, then end your reply with exactly one line:
 "Verdict: A", "Verdict: B" or "Verdict: tie"."""
+# The logprobs mode reads the first token of the reply, so the prompt's last words ask for it.
+LOGPROBS_TEMPLATE = PAIR_TEMPLATE + """Which answer does this user prefer? Reply with one letter only: A or B."""
 
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -89,6 +105,8 @@ class LLMJudgeConfig:
     temperature: float = 0.0                     # sampling temperature sent to the endpoint
     max_tokens: int = 512                        # completion budget for the judge's reasoning + verdict
     unparseable: Literal["error", "abstain"] = "error"   # reply without a verdict: raise, or p_a = 0.5
+    verdict: Literal["text", "logprobs"] = "text"   # read a "Verdict: X" line, or one token's log-probabilities
+    top_logprobs: int = 20                       # logprobs mode: alternatives asked for the one token (OpenAI: <= 20)
 
 
 def format_criteria(criteria: Criteria) -> tuple[str, str]:
@@ -97,10 +115,12 @@ def format_criteria(criteria: Criteria) -> tuple[str, str]:
     return bullets(c.likes), bullets(c.avoid)
 
 
-def build_messages(request: JudgeRequest) -> list[dict[str, str]]:
+def build_messages(request: JudgeRequest, template: str = USER_TEMPLATE) -> list[dict[str, str]]:
+    """The chat messages of one request: the system prompt, then ``template`` filled in
+    (``USER_TEMPLATE`` for the text verdict, ``LOGPROBS_TEMPLATE`` for the logprobs one)."""
     likes, avoid = format_criteria(request.criteria)
-    user = USER_TEMPLATE.format(likes=likes, avoid=avoid, query=request.query,
-                                answer_a=request.response_a, answer_b=request.response_b)
+    user = template.format(likes=likes, avoid=avoid, query=request.query,
+                           answer_a=request.response_a, answer_b=request.response_b)
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
@@ -138,15 +158,58 @@ def _label(token: str) -> Label:
 _VERDICTS: dict[Label, Verdict] = {"A": Verdict(1.0, 0.0), "B": Verdict(0.0, 0.0), "tie": Verdict(0.0, 1.0)}
 
 
+def letter_probability(top_logprobs: Sequence[dict]) -> float:
+    """P(A) / (P(A) + P(B)) from one token's alternatives, OpenAI's ``top_logprobs`` list
+    (``[{"token": "A", "logprob": -0.4}, {"token": " B", "logprob": -1.3}, ...]``).
+
+    A token counts for a letter when it is that capital letter once surrounding spaces are
+    stripped (``"A"``, ``" A"``); variants add up. A letter missing from the list has less mass
+    than the least likely listed token, so that mass stands in for it (an upper bound: the
+    estimate leans towards 0.5, never to a certainty the list does not show). Worked example:
+    A at -0.4 and B at -1.3 give e^-0.4 / (e^-0.4 + e^-1.3) = 0.711.
+
+    Raises ValueError when neither letter is listed.
+    """
+    mass = {"A": 0.0, "B": 0.0}
+    least = 1.0
+    for alt in top_logprobs:
+        try:
+            token, p = str(alt["token"]), math.exp(float(alt["logprob"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a top_logprobs entry: {alt!r}") from e
+        least = min(least, p)
+        if token.strip() in mass:
+            mass[token.strip()] += p
+    if mass["A"] == 0.0 and mass["B"] == 0.0:
+        shown = [str(a.get("token")) for a in top_logprobs[:5]]
+        raise ValueError(f"no verdict: neither A nor B among the top {len(top_logprobs)} tokens {shown}")
+    a = mass["A"] or least
+    b = mass["B"] or least
+    return a / (a + b)
+
+
+def _top_logprobs(resp: httpx.Response) -> list[dict]:
+    """The first generated token's alternatives in a chat completion. A server that sends none
+    fails the job (``unparseable=abstain`` would otherwise turn every verdict into 0.5)."""
+    try:
+        first = resp.json()["choices"][0]["logprobs"]["content"][0]
+        return list(first["top_logprobs"]) or [first]
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        u = resp.request.url     # named without any credentials the base_url may carry
+        raise LLMJudgeError(f"POST {u.scheme}://{u.host}{f':{u.port}' if u.port else ''}{u.path}: no logprobs in "
+                            f"the response (verdict=logprobs needs a server that offers them; verdict=text does "
+                            f"not): {resp.text[:300]!r}") from e
+
+
 class LLMJudge:
     name = "llm"
-    can_tie = True
     cacheable = True
 
     def __init__(self, config: LLMJudgeConfig, transport: httpx.BaseTransport | None = None):
         if config.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {config.concurrency}")
         self.config = config
+        self.can_tie = config.verdict == "text"
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -157,8 +220,12 @@ class LLMJudge:
     @property
     def version(self) -> str:
         c = self.config
-        blob = "\0".join([PROMPT_VERSION, SYSTEM_PROMPT, USER_TEMPLATE, c.model, repr(c.temperature),
-                          str(c.max_tokens)])
+        if c.verdict == "text":
+            parts = [PROMPT_VERSION, SYSTEM_PROMPT, USER_TEMPLATE, c.model, repr(c.temperature), str(c.max_tokens)]
+        else:
+            parts = [PROMPT_VERSION, SYSTEM_PROMPT, LOGPROBS_TEMPLATE, c.model, repr(c.temperature), c.verdict,
+                     str(c.top_logprobs)]
+        blob = "\0".join(parts)
         return f"{c.model}/{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
     @property
@@ -178,19 +245,25 @@ class LLMJudge:
                 raise
 
     def _one(self, request: JudgeRequest) -> Verdict:
-        text = self.complete(build_messages(request))
         try:
-            return _VERDICTS[parse_verdict(text)]
+            if self.config.verdict == "logprobs":
+                top = self.complete(build_messages(request, LOGPROBS_TEMPLATE), read=_top_logprobs,
+                                    max_tokens=1, logprobs=True, top_logprobs=self.config.top_logprobs)
+                return Verdict(letter_probability(top), 0.0)
+            return _VERDICTS[parse_verdict(self.complete(build_messages(request)))]
         except ValueError as e:
             if self.config.unparseable == "abstain":
                 log.warning("%s: %s; counting p_a = 0.5", self.url, e)
                 return Verdict(0.5, 0.0)
             raise LLMJudgeError(f"{self.url} (model {self.config.model}): {e}") from e
 
-    def complete(self, messages: list[dict[str, str]]) -> str:
-        """One chat completion with retries; returns the assistant message text."""
+    def complete(self, messages: list[dict[str, str]], read: Callable[[httpx.Response], T] | None = None,
+                 **body_options) -> str | T:
+        """One chat completion with retries; returns the assistant message text, or what ``read``
+        makes of the response. ``body_options`` add to (or override) the request body."""
         c = self.config
-        body = {"model": c.model, "messages": messages, "temperature": c.temperature, "max_tokens": c.max_tokens}
+        body = {"model": c.model, "messages": messages, "temperature": c.temperature, "max_tokens": c.max_tokens,
+                **body_options}
         last = ""
         for attempt in range(c.max_retries + 1):
             delay = c.backoff * (2 ** attempt)
@@ -200,7 +273,7 @@ class LLMJudge:
                 last = f"connection error: {e.__class__.__name__}: {e}"
             else:
                 if resp.status_code == 200:
-                    return self._content(resp)
+                    return read(resp) if read else self._content(resp)
                 last = f"HTTP {resp.status_code}: {resp.text[:300]}"
                 if resp.status_code not in RETRYABLE:
                     raise LLMJudgeError(f"POST {self.url} (model {c.model}) failed: {last}")
@@ -246,7 +319,7 @@ def parse_spec(arg: str | None, **options) -> LLMJudgeConfig:
     if unknown:
         raise ValueError(f"unknown llm judge option(s) {sorted(unknown)}; known: {sorted(set(_TYPES) - {'model'})}")
     casts = {"concurrency": int, "max_retries": int, "max_tokens": int, "backoff": float, "timeout": float,
-             "temperature": float}
+             "temperature": float, "top_logprobs": int}
     for k, v in list(opts.items()):
         if k in casts and isinstance(v, str):
             try:
@@ -255,6 +328,10 @@ def parse_spec(arg: str | None, **options) -> LLMJudgeConfig:
                 raise ValueError(f"llm judge option {k}={v!r}: {e}") from e
     if opts.get("unparseable", "error") not in ("error", "abstain"):
         raise ValueError(f"llm judge option unparseable must be 'error' or 'abstain', got {opts['unparseable']!r}")
+    if opts.get("verdict", "text") not in ("text", "logprobs"):
+        raise ValueError(f"llm judge option verdict must be 'text' or 'logprobs', got {opts['verdict']!r}")
+    if int(opts.get("top_logprobs", 20)) < 1:
+        raise ValueError(f"llm judge option top_logprobs must be >= 1, got {opts['top_logprobs']!r}")
     return LLMJudgeConfig(model=model.strip(), **opts)  # type: ignore[arg-type]
 
 
