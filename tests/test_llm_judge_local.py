@@ -122,3 +122,42 @@ def test_leaderboard_end_to_end_is_cached_and_resumes(tmp_path, caplog):
     again = LeaderboardService(store, auto_topics=False).rank(spec)
     assert "judging" not in caplog.text
     assert [(r.model, r.win_rate) for r in again.rows] == [(r.model, r.win_rate) for r in board.rows]
+
+
+def test_a_strong_judge_fills_the_default_judges_quality_bank_once(tmp_path):
+    """`usl quality fill` with `default:quality=llm:...` reads every (answer, baseline) pair once with the
+    LLM, telling the cost first; a board with new criteria then needs no LLM call (the server is gone)."""
+    import subprocess
+    import sys
+
+    from usl.leaderboard.service import LeaderboardService
+    from usl.leaderboard.types import LeaderboardSpec
+    from usl.store import Store
+    from usl.store.benchmarks import save_benchmark
+    from usl.types import Benchmark, Query, Response
+
+    home = tmp_path / "home"
+    home.mkdir()
+    store = Store(home / "usl.sqlite")
+    queries = tuple(Query(f"q{i}", q) for i, (q, _, _) in enumerate(PAIRS))
+    answers = [Response(f"q{i}", m, t) for i, (_, good, bad) in enumerate(PAIRS)
+               for m, t in (("good", good), ("bad", bad), ("base", good.rstrip(".") + ", as far as I know."))]
+    save_benchmark(store, Benchmark("tiny", queries, ("base", "good", "bad"), "base"), answers, source="test")
+    usl = [sys.executable, "-c", "from usl.cli import main; main()", "--home", str(home)]
+
+    with local_llm(tmp_path) as server:
+        judge = f"default:quality={_spec(server, 'verdict=logprobs', 'concurrency=2')}"
+        out = subprocess.run([*usl, "quality", "fill", "--benchmark", "tiny", "--judge", judge],
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "8 pairs, 8 not read yet" in out.stdout and "16 requests" in out.stdout   # the cost, told first
+        again = subprocess.run([*usl, "quality", "fill", "--benchmark", "tiny", "--judge", judge],
+                               capture_output=True, text=True, timeout=600)
+        assert "8 pairs, 0 not read yet" in again.stdout
+    service = LeaderboardService(Store(home / "usl.sqlite"), home=home, auto_topics=False)
+    spec = LeaderboardSpec(benchmark="tiny", judge=judge, criteria=Criteria(("Be accurate",)), n_bootstrap=50,
+                           per_criterion=False)
+    board = service.rank(spec)          # the server has stopped: every quality reading comes from the bank
+    assert {r.model for r in board.rows} == {"good", "bad"}
+    reading = service.judge(judge).quality
+    assert reading.gate.reader_identity.startswith("llm@") and reading.missing(*service.pair_texts(spec)) == 0

@@ -65,8 +65,27 @@ def fill_cmd(
         spec = LeaderboardSpec(benchmark=benchmark, judge=judge, baseline=baseline or None)
         queries, answers, baselines = service.pair_texts(spec)
         n = reading.missing(queries, answers, baselines)
-        typer.echo(f"{len(queries)} pairs, {n} not read yet by {reading.gate.reader_identity} "
-                   f"(2 passes each)")
+        typer.echo(f"{len(queries):,} pairs, {n:,} not read yet by {reading.gate.reader_identity} "
+                   f"(2 orders each){_cost(reading, queries, answers, baselines)}")
         bar = tqdm(total=n, unit="pair", desc="quality readings")
         reading.readings(queries, answers, baselines, progress=lambda done, total: bar.update(done - bar.n))
         bar.close()
+
+
+def _cost(reading, queries, answers, baselines) -> str:
+    """What reading the missing pairs costs an LLM judge: requests and prompt tokens, told before it starts."""
+    config = getattr(reading.reader, "config", None)
+    if config is None or not hasattr(config, "verdict"):
+        return ""
+    import numpy as np
+
+    from usl.data.pairs.general import QUALITY_CRITERIA
+    from usl.judges.base import JudgeRequest
+    from usl.judges.llm_cost import estimate_cost
+    from usl.types import Criteria
+
+    todo = np.flatnonzero(np.isnan(reading.bank.lookup(queries, answers, baselines)))
+    crit = Criteria(QUALITY_CRITERIA, ())
+    reqs = [JudgeRequest(crit, queries[i], a, b) for i in todo
+            for a, b in ((answers[i], baselines[i]), (baselines[i], answers[i]))]
+    return f": {estimate_cost(reqs, config).describe()}"

@@ -166,15 +166,44 @@ if __name__ == "__main__":
     _main()
 
 
+def judge_readings(judge, queries: Sequence[str], answers_a: Sequence[str], answers_b: Sequence[str]) -> np.ndarray:
+    """``Q(A, B)`` from any judge of the protocol (an ``llm:...`` judge, say): both orders under
+    ``QUALITY_CRITERIA``, ``(logit p(A first) - logit p(B first)) / 2``, each probability kept within
+    [0.05, 0.95] so that a hard verdict reads as a confident one (logit 2.9), not an infinite one.
+    A judge with ``readings()`` (the quality reader) reads itself."""
+    if hasattr(judge, "readings"):
+        return judge.readings(queries, answers_a, answers_b)
+    from usl.data.pairs.general import QUALITY_CRITERIA
+    from usl.judges.base import JudgeRequest
+    from usl.types import Criteria
+
+    crit = Criteria(QUALITY_CRITERIA, ())
+    reqs = [JudgeRequest(crit, q, a, b) for q, a, b in zip(queries, answers_a, answers_b)]
+    reqs += [JudgeRequest(crit, q, b, a) for q, a, b in zip(queries, answers_a, answers_b)]
+    p = np.clip(np.array([v.score_a for v in judge.judge(reqs)], np.float64), 0.05, 0.95)
+    lg = np.log(p) - np.log1p(-p)
+    n = len(queries)
+    return (0.5 * (lg[:n] - lg[n:])).astype(np.float32)
+
+
 class QualityReading:
     """The quality term of a judge: its gate (``quality_gate.py``), the reader it was fitted for, and
     that reader's stored readings (every ``bank-*.npz`` beside the reader's weights, then this machine's).
     Pairs not stored are read on demand by the reader itself and stored: the bank is a cache of the
     reader, never another model."""
 
-    def __init__(self, gate, home: str | Path | None):
+    def __init__(self, gate, home: str | Path | None, reader: str = ""):
+        """``reader``: a judge spec that supplies the readings instead of the one the gate was fitted
+        for (a stronger judge: ``llm:...``, ``crm:PATH``); its own readings, in a bank of its own."""
+        from dataclasses import replace
+
         from usl import paths
 
+        if reader and reader != gate.reader:
+            from usl.judges.registry import load_judge
+
+            gate = replace(gate, reader=reader, reader_identity=load_judge(reader, home=None if home is None
+                                                                           else str(home)).identity)
         self.gate = gate
         self.home = home
         self._reader = None
@@ -185,11 +214,13 @@ class QualityReading:
         self._path = home_path(paths.cache_dir(home), gate.reader_identity)
 
     @classmethod
-    def for_weights(cls, weights: Path, home: str | Path | None) -> QualityReading | None:
+    def for_weights(cls, weights: Path, home: str | Path | None, reader: str = "") -> QualityReading | None:
         from usl.crm.quality_gate import QualityGate
 
         gate = QualityGate.load(weights)
-        return None if gate is None else cls(gate, home)
+        if gate is None and reader:
+            raise ValueError(f"{weights}: no quality_gate.json, so no quality reading to take from {reader!r}")
+        return None if gate is None else cls(gate, home, reader)
 
     @property
     def reader(self):
@@ -197,8 +228,9 @@ class QualityReading:
             from usl.judges.registry import load_judge
 
             # 16 pairs a forward: 1.6 pairs/s on 2 busy cores against 4 (scripts/bench_quality_reader.py)
+            options = {"batch_size": 16} if self.gate.reader.partition(":")[0] in ("quality", "crm") else {}
             self._reader = load_judge(self.gate.reader, home=None if self.home is None else str(self.home),
-                                      batch_size=16)
+                                      **options)
             if self._reader.identity != self.gate.reader_identity:
                 raise ValueError(f"the quality gate was fitted for {self.gate.reader_identity}, but "
                                  f"{self.gate.reader!r} is now {self._reader.identity}: refit it "
@@ -245,8 +277,9 @@ class QualityReading:
         log.info("quality reader %s: reading %d new pairs", self.gate.reader_identity, n)
         if progress is None:
             progress = lambda done, total: log.info("quality readings: %d / %d pairs", done, total)  # noqa: E731
-        got = fill(self.bank, self.reader.readings, queries, answers, baselines, path=self._path, batch=16,
-                   progress=progress)
+        reader = self.reader
+        got = fill(self.bank, lambda q, a, b: judge_readings(reader, q, a, b), queries, answers, baselines,
+                   path=self._path, batch=16, progress=progress)
         return self._remember(key, got)
 
     def _remember(self, key: tuple[int, int, int, int], values: np.ndarray) -> np.ndarray:

@@ -59,7 +59,8 @@ class FastJudge:
     can_tie = False
     cacheable = False  # recomputing is cheaper than a SQLite round trip
 
-    def __init__(self, weights: str | Path | None = None, home: str | None = None, name: str = "fast"):
+    def __init__(self, weights: str | Path | None = None, home: str | None = None, name: str = "fast",
+                 quality: str = ""):
         self.weights = Path(weights) if weights else shipped_weights(DEFAULT_WEIGHTS)
         if not (self.weights / "model.safetensors").exists():
             raise FileNotFoundError(f"no fast CRM weights in {self.weights}")
@@ -77,7 +78,9 @@ class FastJudge:
             reader.share_encoder(self.encoder)
         self._answer_repr: dict | None = None
         self._repr_rows = 0
-        self.quality = QualityReading.for_weights(self.weights, home)
+        self.quality = QualityReading.for_weights(self.weights, home, quality)
+        if quality:   # another reader's readings make another judge
+            self.version += "+" + hashlib.sha256(self.quality.gate.reader_identity.encode()).hexdigest()[:8]
 
     @property
     def identity(self) -> str:
@@ -154,11 +157,30 @@ class FastJudge:
         return verdicts_by_matrix(self.judge_matrix, requests)
 
 
+def _parse(arg: str | None) -> tuple[str | None, str]:
+    """``PATH``, ``quality=SPEC`` or ``PATH,quality=SPEC`` -> (weights, quality reader spec). SPEC is the
+    rest of the string, so it may hold commas and colons of its own (``llm:M,base_url=...``)."""
+    if not arg:
+        return None, ""
+    head, sep, spec = arg.partition("quality=")
+    if not sep:
+        return arg, ""
+    if head and not head.endswith(","):
+        raise ValueError(f"judge option {arg!r}: expected PATH, quality=SPEC or PATH,quality=SPEC")
+    if not spec:
+        raise ValueError("quality= needs a judge spec, e.g. default:quality=llm:gpt-4.1")
+    return head.rstrip(",") or None, spec
+
+
 @register("fast")
 def _fast(arg: str | None = None, home: str | None = None, **_) -> FastJudge:
-    return FastJudge(arg, home=home, name="fast")
+    weights, quality = _parse(arg)
+    return FastJudge(weights, home=home, name="fast", quality=quality)
 
 
 @register("default")
 def _default(arg: str | None = None, home: str | None = None, **_) -> FastJudge:
-    return FastJudge(arg, home=home, name="default")
+    """``default``, ``default:PATH``, or ``default:quality=SPEC``: the shipped weights with another
+    judge supplying the quality reading (filled once per benchmark with ``usl quality fill``)."""
+    weights, quality = _parse(arg)
+    return FastJudge(weights, home=home, name="default", quality=quality)
