@@ -293,12 +293,13 @@ def test_refine_reports_engine_errors_as_an_error_event(served):
 def test_refinement_streams_take_turns():
     svc = FakeService(refine_delay_s=0.05)
     with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
-        def run(like):
-            evs = events(httpx.get(url + "/api/leaderboard/refine", params={"likes": like}, timeout=30).text)
+        def run(like, address):       # three clients: a client may hold only a few streams
+            with httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=30) as c:
+                evs = events(c.get(url + "/api/leaderboard/refine", params={"likes": like}).text)
             results.append([k for k, _ in evs])
 
         results: list = []
-        threads = [threading.Thread(target=run, args=(f"set {i}",)) for i in range(3)]
+        threads = [threading.Thread(target=run, args=(f"set {i}", f"127.0.0.{i + 2}")) for i in range(3)]
         for t in threads:
             t.start()
         for t in threads:

@@ -30,6 +30,7 @@ from usl.server.boards import Boards
 from usl.server.config import ServerConfig
 from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, LeaderboardResponse, SpecIn,
                                 TopicOut)
+from usl.server.scheduler import ClientScope, QueueFull, TooManyStreams
 from usl.server.security import SecurityHeaders
 from usl.server.stream import leaderboard_events, refine_events
 
@@ -48,12 +49,17 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
             await boards.warm()
         yield
         boards.jobs.shutdown()
+        boards.refine_queue.shutdown()
 
     app = FastAPI(title="usl: user-centric subjective leaderboard", version="1",
                   description="Rank LLMs by how well they answer the way you like.", lifespan=lifespan)
     app.state.boards, app.state.jobs, app.state.config = boards, boards.jobs, cfg
+    app.state.queue = boards.queue          # for any expensive endpoint: see usl.server.scheduler
+    app.add_middleware(ClientScope)
     app.add_middleware(SecurityHeaders)
     app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(QueueFull, _busy)
+    app.add_exception_handler(TooManyStreams, _too_many_streams)
 
     @app.get("/api/health", response_model=Health, tags=["meta"])
     async def health() -> dict:
@@ -113,7 +119,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     async def leaderboard_refine(request: Request, s: SpecIn = Depends(spec_query)) -> StreamingResponse:
         boards.require_reference()
         spec = await boards.resolve(s)
-        return _event_stream(refine_events(boards, request, spec))
+        return _event_stream(refine_events(boards, request, spec, boards.refine_streams.open()))
 
     @app.get("/api/examples", response_model=ExamplesResponse, tags=["leaderboard"],
              summary="A model's answers beside the baseline's, with the judge's verdicts")
@@ -173,6 +179,16 @@ def spec_query(likes: list[str] = Query([], description="Repeat for several crit
                       baseline=baseline, benchmark=benchmark, per_criterion=per_criterion)
     except ValidationError as e:
         raise RequestValidationError(e.errors()) from e
+
+
+async def _busy(request: Request, exc: QueueFull) -> JSONResponse:
+    """503 with Retry-After: the work queue is full (or the request was bumped for another client's)."""
+    return JSONResponse({"detail": str(exc), "retry_after_s": exc.retry_after_s}, status_code=503,
+                        headers={"Retry-After": str(exc.retry_after_s)})
+
+
+async def _too_many_streams(request: Request, exc: TooManyStreams) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers={"Retry-After": "10"})
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -20,6 +20,7 @@ from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views
 from usl.server.config import ServerConfig
 from usl.server.jobs import RankJobs, spec_key
+from usl.server.scheduler import FairQueue, StreamLimit
 from usl.server.schemas import SpecIn, TopicOut
 from usl.types import Criteria, DataError
 
@@ -32,8 +33,13 @@ USER_ERRORS = (DataError, ValueError, KeyError, LookupError)
 class Boards:
     def __init__(self, service: Any, config: ServerConfig):
         self.service, self.config = service, config
-        self.jobs = RankJobs(service.rank, workers=config.workers, cache_size=config.cache_size)
-        self.refine_slots = asyncio.Semaphore(config.refine_workers)   # see stream.refine_events
+        self.queue = FairQueue(config.workers, config.max_waiting, config.max_waiting_per_client, "usl-rank")
+        self.jobs = RankJobs(service.rank, cache_size=config.cache_size, queue=self.queue)
+        # Refinement steps take turns client by client (see stream.refine_events); waiting room for
+        # every stream that may be open.
+        self.refine_queue = FairQueue(config.refine_workers, config.refine_streams,
+                                      config.refine_streams_per_client, "usl-refine")
+        self.refine_streams = StreamLimit(config.refine_streams_per_client, config.refine_streams)
         self._topics: dict[str, list[TopicOut]] = {}
         self._warming: asyncio.Task | None = None     # the default board's warm-up, kept referenced
 
