@@ -30,6 +30,8 @@ from usl.server.boards import Boards
 from usl.server.config import ServerConfig
 from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, LeaderboardResponse, SpecIn,
                                 TopicOut)
+from usl.server.hosts import HostGuard
+from usl.server.limits import SizeLimits, quote
 from usl.server.scheduler import ClientScope, QueueFull, TooManyStreams
 from usl.server.security import SecurityHeaders
 from usl.server.stream import leaderboard_events, refine_events
@@ -57,6 +59,8 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     app.state.queue = boards.queue          # for any expensive endpoint: see usl.server.scheduler
     app.add_middleware(ClientScope)
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(SizeLimits, limits=cfg.connection)                           # before any read
+    app.add_middleware(HostGuard, access=cfg.access)                                # outermost
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(QueueFull, _busy)
     app.add_exception_handler(TooManyStreams, _too_many_streams)
@@ -78,10 +82,10 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         return await boards.benchmarks()
 
     @app.get("/api/topics", response_model=list[TopicOut], tags=["data"])
-    async def topics(benchmark: Optional[str] = None) -> list[TopicOut]:
+    async def topics(benchmark: Optional[str] = Query(None, max_length=LIMITS.max_name_chars)) -> list[TopicOut]:
         name = benchmark or cfg.benchmark
         if name not in await boards.benchmarks():
-            raise HTTPException(404, f"unknown benchmark {name!r}")
+            raise HTTPException(404, f"unknown benchmark {quote(name)}")
         return await boards.topics(name)
 
     @app.post("/api/leaderboard", response_model=LeaderboardResponse, tags=["leaderboard"],

@@ -20,6 +20,7 @@ from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views
 from usl.server.config import ServerConfig
 from usl.server.jobs import RankJobs, spec_key
+from usl.server.limits import quote
 from usl.server.scheduler import FairQueue, StreamLimit
 from usl.server.schemas import SpecIn, TopicOut
 from usl.types import Criteria, DataError
@@ -61,10 +62,10 @@ class Boards:
         benchmark = s.benchmark or self.config.benchmark
         known = await self.benchmarks()
         if benchmark not in known:
-            raise HTTPException(422, f"unknown benchmark {benchmark!r}; known: {', '.join(known) or 'none'}")
+            raise HTTPException(422, f"unknown benchmark {quote(benchmark)}; known: {', '.join(known) or 'none'}")
         judge = s.judge or self.config.judges[0]
         if judge not in self.config.judges:
-            raise HTTPException(422, f"judge {judge!r} is not served here; choose one of: "
+            raise HTTPException(422, f"judge {quote(judge)} is not served here; choose one of: "
                                      f"{', '.join(self.config.judges)}")
         if any(t.strip() for t in s.topics) and s.use_case.strip():     # a blank topic is no topic
             raise HTTPException(422, "choose topics or describe your use case, not both")
@@ -207,15 +208,16 @@ def _warm_contradictions(service: Any) -> None:
 
 
 def topic_ids_of(requested: list[str], known: list[TopicOut]) -> tuple[str, ...]:
-    """Topic ids or names -> sorted unique ids; an unknown one is a 422 that names it."""
-    by_key = {t.id: t.id for t in known} | {t.name: t.id for t in known}
+    """Topic ids or names (any case, as the CLI reads them) -> sorted unique ids; an unknown one is
+    a 422 that names it."""
+    by_key = {t.id.casefold(): t.id for t in known} | {t.name.casefold(): t.id for t in known}
     ids = []
     for t in (x.strip() for x in requested):
         if not t:
             continue
-        if t not in by_key:
-            raise HTTPException(422, f"unknown topic {t!r}; GET /api/topics lists the known ones")
-        ids.append(by_key[t])
+        if t.casefold() not in by_key:
+            raise HTTPException(422, f"unknown topic {quote(t)}; GET /api/topics lists the known ones")
+        ids.append(by_key[t.casefold()])
     return tuple(sorted(set(ids)))
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from usl.server.hosts import Access
+from usl.server.limits import ConnectionLimits
+
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -27,6 +30,10 @@ class ServerConfig:
                                                           "together; more are answered 503 with Retry-After."})
     max_waiting_per_client: int = field(default=3, metadata={"help": "Boards one client may have waiting."})
     cache_size: int = field(default=64, metadata={"help": "Finished leaderboards kept in memory."})
+    connection: ConnectionLimits = field(default_factory=ConnectionLimits,
+                                         metadata={"help": "Body, header, read-time and shutdown limits."})
+    access: Access = field(default_factory=Access,
+                           metadata={"help": "Hosts, origins and the token that may use the server."})
     warm: bool = field(default=True, metadata={"help": "Rank the default leaderboard at start-up."})
     progress_interval_s: float = field(default=0.1, metadata={"help": "How often progress is checked."})
     heartbeat_s: float = field(default=1.0, metadata={"help": "Progress is sent at least this often, "
