@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import httpx
 import pytest
 
-from server_fake import MODELS, FakeService, serve_in_thread
+from server_fake import MODELS, FakeService, free_port, serve_in_thread
 from usl.server.app import ServerConfig, create_app
 
 pytestmark = pytest.mark.browser
@@ -220,3 +221,42 @@ def test_refine_replaces_the_board_once_enough_questions_are_judged(browser):
         assert board(page) == list(MODELS[::-1])
         assert errors == []
         page.close()
+
+
+EVIL_PAGE = """<!doctype html><html><body>
+<img src="{url}/api/leaderboard?likes=evil+img">
+<form id="f" method="post" action="{url}/api/leaderboard" enctype="text/plain">
+  <input name='{{"likes": ["evil form"], "x": "' value='"}}'></form>
+<script>
+window.outcomes = [];
+fetch("{url}/api/leaderboard/refine?likes=evil+no-cors", {{mode: "no-cors"}})
+  .then(() => outcomes.push("no-cors sent"), e => outcomes.push("no-cors failed"));
+fetch("{url}/api/leaderboard", {{method: "POST", headers: {{"Content-Type": "application/json"}},
+                                body: JSON.stringify({{likes: ["evil cors"]}})}})
+  .then(r => outcomes.push("cors " + r.status), e => outcomes.push("cors failed"));
+fetch("{url}/api/leaderboard/stream?likes=evil+stream")
+  .then(r => outcomes.push("stream " + r.status), e => outcomes.push("stream failed"));
+setTimeout(() => document.getElementById("f").submit(), 1500);
+</script></body></html>"""
+
+
+def test_a_page_of_another_origin_cannot_make_the_server_work(browser):
+    """A page on another site (and another port of this host) tries every way a browser lets it
+    reach a local server: an image, a no-cors fetch, a CORS fetch, a form post."""
+    svc = FakeService()
+    with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
+        ctx = browser.new_context()
+        pg = ctx.new_page()
+        for origin in ("http://evil.example", f"http://localhost:{free_port()}"):
+            pg.route(origin + "/", lambda route: route.fulfill(status=200, content_type="text/html",
+                                                               body=EVIL_PAGE.format(url=url)))
+            pg.goto(origin + "/")
+            pg.wait_for_function("window.outcomes && window.outcomes.length === 3", timeout=10000)
+            assert sorted(pg.evaluate("window.outcomes")) == ["cors failed", "no-cors sent", "stream failed"]
+            pg.wait_for_timeout(2500)                      # the form has been posted
+            assert "evil" not in pg.content() or "refused" in pg.content()
+        ctx.close()
+        asked = [s.criteria.likes for s in svc.rank_calls] + [c[0].criteria.likes for c in svc.refine_calls]
+        assert not [likes for likes in asked if any("evil" in x for x in likes)], asked
+        # the page itself, on its own origin, still works
+        assert httpx.post(url + "/api/leaderboard", json={"likes": ["mine"]}, headers={"Origin": url}).status_code == 200

@@ -206,3 +206,30 @@ def test_sigterm_with_an_open_refinement_exits_within_10_s(tmp_path):
     with usl_serve(tmp_path, "--benchmark", "tiny", "--judge", "length", "--refine-with", "none") as url:
         assert httpx.post(url + "/api/leaderboard", json={}, timeout=60).status_code == 200
     assert "Traceback" not in serve_output(tmp_path)
+
+
+def test_a_failing_llm_judge_is_a_json_502_without_secrets(tmp_path):
+    from test_llm_judge import FakeAPI
+
+    api = FakeAPI(fail_first=10**6, status=401, echo=True)
+    try:
+        make_tiny(tmp_path)
+        base = api.url.replace("http://", "http://alice:pa55word@")
+        judge = f"llm:m,base_url={base},api_key_env=FAKE_KEY,max_retries=0"
+        with usl_serve(tmp_path, "--benchmark", "tiny", "--judge", judge, "--refine-with", "none",
+                       env={"FAKE_KEY": "sk-live-0123456789abcdef"}) as url:
+            config = httpx.get(url + "/api/config").text
+            r = httpx.post(url + "/api/leaderboard", json={"likes": ["Short answers"], "per_criterion": False},
+                           timeout=60)
+            stream = httpx.get(url + "/api/leaderboard/stream", params={"likes": "Long answers"}, timeout=60).text
+        log = serve_output(tmp_path)
+    finally:
+        api.close()
+    assert r.status_code == 502 and r.headers["content-type"] == "application/json"
+    assert r.json()["upstream_status"] == 401 and "HTTP 401" in r.json()["detail"]
+    assert "event: error" in stream and "HTTP 401" in stream
+    assert f"base_url={api.url}" in config
+    for text in (config, r.text, stream, log):
+        for secret in ("sk-live-0123456789abcdef", "pa55word", "alice"):
+            assert secret not in text, secret
+    assert "Traceback" not in log

@@ -51,6 +51,7 @@ def register(app: typer.Typer) -> None:
 
         from usl.leaderboard.service import LeaderboardService
         from usl.server.app import ServerConfig, create_app
+        from usl.judges.redact import public_judge
         from usl.server.hosts import Access, exposure_warning
         from usl.server.limits import uvicorn_config
 
@@ -71,7 +72,7 @@ def register(app: typer.Typer) -> None:
             web = create_app(service, config)
         shown = "localhost" if host == "127.0.0.1" else f"[{host}]" if ":" in host else host
         refining = f"; refines with {config.reference}" if config.reference else ""
-        typer.echo(f"usl: serving {benchmark!r} (judge {config.judges[0]}{refining}) at http://{shown}:{port}/  "
+        typer.echo(f"usl: serving {benchmark!r} (judge {public_judge(config.judges[0])}{refining}) at http://{shown}:{port}/  "
                    f"(API: http://{shown}:{port}/docs)", err=False)
         warning = exposure_warning(access, port)
         if warning:

@@ -24,6 +24,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
 
+from usl.judges.llm_api import LLMJudgeError
+from usl.judges.redact import public_judge
 from usl.leaderboard.types import LeaderboardSpec
 from usl.server import views
 from usl.server.boards import Boards
@@ -64,6 +66,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(QueueFull, _busy)
     app.add_exception_handler(TooManyStreams, _too_many_streams)
+    app.add_exception_handler(LLMJudgeError, _judge_failed)
 
     @app.get("/api/health", response_model=Health, tags=["meta"])
     async def health() -> dict:
@@ -73,7 +76,8 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
              summary="Defaults and input limits the page uses")
     async def config_() -> dict:
         return {"benchmark": cfg.benchmark, "benchmarks": await boards.benchmarks(),
-                "judge": cfg.judges[0], "judges": list(cfg.judges), "reference": cfg.reference,
+                "judge": public_judge(cfg.judges[0]), "judges": [public_judge(j) for j in cfg.judges],
+                "reference": public_judge(cfg.reference),
                 "default_criteria": LeaderboardSpec().criteria.as_list(),
                 "limits": dataclasses.asdict(LIMITS)}
 
@@ -189,6 +193,13 @@ async def _busy(request: Request, exc: QueueFull) -> JSONResponse:
     """503 with Retry-After: the work queue is full (or the request was bumped for another client's)."""
     return JSONResponse({"detail": str(exc), "retry_after_s": exc.retry_after_s}, status_code=503,
                         headers={"Retry-After": str(exc.retry_after_s)})
+
+
+async def _judge_failed(request: Request, exc: LLMJudgeError) -> JSONResponse:
+    """502: the remote judge failed; its message is redacted (usl.judges.redact), no traceback."""
+    log.warning("judge failed: %s", exc)
+    return JSONResponse({"detail": f"the judge (model {exc.model}) failed: {exc}", "upstream_status": exc.status},
+                        status_code=502)
 
 
 async def _too_many_streams(request: Request, exc: TooManyStreams) -> JSONResponse:

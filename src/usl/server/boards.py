@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from fastapi import HTTPException
 
+from usl.judges.redact import public_judge
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views
 from usl.server.config import ServerConfig
@@ -64,9 +65,10 @@ class Boards:
         if benchmark not in known:
             raise HTTPException(422, f"unknown benchmark {quote(benchmark)}; known: {', '.join(known) or 'none'}")
         judge = s.judge or self.config.judges[0]
+        judge = {public_judge(j): j for j in self.config.judges}.get(judge, judge)   # as /api/config shows it
         if judge not in self.config.judges:
             raise HTTPException(422, f"judge {quote(judge)} is not served here; choose one of: "
-                                     f"{', '.join(self.config.judges)}")
+                                     f"{', '.join(public_judge(j) for j in self.config.judges)}")
         if any(t.strip() for t in s.topics) and s.use_case.strip():     # a blank topic is no topic
             raise HTTPException(422, "choose topics or describe your use case, not both")
         topic_ids = topic_ids_of(s.topics, await self.topics(benchmark))
@@ -126,7 +128,9 @@ class Boards:
 
     def response(self, spec: LeaderboardSpec, lb: Leaderboard, default: Leaderboard, notes: list[str]) -> dict:
         """A ``LeaderboardResponse``: the board, its placements against the default, warnings."""
-        return finite({"leaderboard": lb.to_json(), "comparison": views.compare(lb, default),
+        board = lb.to_json()
+        board["spec"] = {**board["spec"], "judge": public_judge(str(board["spec"].get("judge", "")))}
+        return finite({"leaderboard": board, "comparison": views.compare(lb, default),
                        "is_default": spec_key(spec) == spec_key(self.default_spec(spec)),
                        "warnings": list(dict.fromkeys([*notes, *lb.warnings])), "query": query_string(spec)})
 
@@ -232,7 +236,7 @@ def query_string(spec: LeaderboardSpec) -> str:
     if spec.criteria != LeaderboardSpec().criteria:
         params += [("likes", x) for x in spec.criteria.likes] + [("avoid", x) for x in spec.criteria.avoid]
     params += [("topics", t) for t in spec.topics]
-    params += [(k, v) for k, v in (("use_case", spec.use_case), ("judge", spec.judge),
+    params += [(k, v) for k, v in (("use_case", spec.use_case), ("judge", public_judge(spec.judge)),
                                    ("baseline", spec.baseline or ""), ("benchmark", spec.benchmark)) if v]
     if not spec.per_criterion:
         params.append(("per_criterion", "false"))

@@ -25,6 +25,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from usl.judges.redact import public_judge
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server.scheduler import FairQueue, QueueFull
 
@@ -128,7 +129,7 @@ class RankJobs:
                 if self._jobs.get(key) is job:
                     del self._jobs[key]
             if not isinstance(e, JobCancelled):
-                log.warning("ranking failed for %s: %s", key, e)
+                log.warning("ranking failed for %s: %s", public_judge(key), e)
             raise
 
     def _turned_away(self, key: str, job: Job, fut: Future) -> None:

@@ -25,6 +25,7 @@ from typing import AsyncIterator
 
 from fastapi import HTTPException, Request
 
+from usl.judges.llm_api import LLMJudgeError
 from usl.leaderboard.types import LeaderboardSpec
 from usl.server.boards import USER_ERRORS, Boards, finite, message
 from usl.server.jobs import Job
@@ -181,6 +182,9 @@ def _outcome(todo: list[Job]) -> list:
 def _error_event(e: BaseException) -> str:
     if isinstance(e, QueueFull):
         return sse("error", {"message": str(e), "retry_after_s": e.retry_after_s})
+    if isinstance(e, LLMJudgeError):      # the upstream's failure, told without a traceback
+        log.warning("judge failed: %s", e)
+        return sse("error", {"message": f"the judge failed: {e}", "upstream_status": e.status})
     if isinstance(e, USER_ERRORS):
         return sse("error", {"message": message(e)})
     log.error("ranking failed", exc_info=e)
