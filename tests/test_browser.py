@@ -4,12 +4,13 @@ uvicorn server on localhost (fake engine with known answers, so every assertion 
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import httpx
 import pytest
 
-from server_fake import MODELS, FakeService, free_port, serve_in_thread
+from server_fake import MODELS, FakeService, serve_in_thread
 from usl.server.app import ServerConfig, create_app
 
 pytestmark = pytest.mark.browser
@@ -240,23 +241,72 @@ setTimeout(() => document.getElementById("f").submit(), 1500);
 </script></body></html>"""
 
 
-def test_a_page_of_another_origin_cannot_make_the_server_work(browser):
-    """A page on another site (and another port of this host) tries every way a browser lets it
-    reach a local server: an image, a no-cors fetch, a CORS fetch, a form post."""
+def test_a_page_of_another_origin_cannot_make_the_server_work(browser, caplog):
+    """A page served from another port of this machine (another origin: localhost is another site,
+    127.0.0.1 the same site) tries every way a browser lets it reach the local server: an image, a
+    no-cors fetch, a CORS fetch, an event stream, a form post."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    caplog.set_level("WARNING", logger="usl.server.hosts")
     svc = FakeService()
     with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
-        ctx = browser.new_context()
-        pg = ctx.new_page()
-        for origin in ("http://evil.example", f"http://localhost:{free_port()}"):
-            pg.route(origin + "/", lambda route: route.fulfill(status=200, content_type="text/html",
-                                                               body=EVIL_PAGE.format(url=url)))
-            pg.goto(origin + "/")
-            pg.wait_for_function("window.outcomes && window.outcomes.length === 3", timeout=10000)
-            assert sorted(pg.evaluate("window.outcomes")) == ["cors failed", "no-cors sent", "stream failed"]
-            pg.wait_for_timeout(2500)                      # the form has been posted
-            assert "evil" not in pg.content() or "refused" in pg.content()
-        ctx.close()
+        page_html = EVIL_PAGE.format(url=url).encode()
+
+        class Evil(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(page_html)))
+                self.end_headers()
+                self.wfile.write(page_html)
+
+        evil = ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+        threading.Thread(target=evil.serve_forever, daemon=True).start()
+        try:
+            ctx = browser.new_context()
+            pg = ctx.new_page()
+            for host in ("localhost", "127.0.0.1"):
+                pg.goto(f"http://{host}:{evil.server_address[1]}/")
+                pg.wait_for_function("window.outcomes && window.outcomes.length === 3", timeout=10000)
+                outcomes = pg.evaluate("window.outcomes")
+                assert "cors failed" in outcomes and "stream failed" in outcomes, outcomes
+                pg.wait_for_timeout(2500)                      # the form has been posted
+            ctx.close()
+        finally:
+            evil.shutdown()
+            evil.server_close()
         asked = [s.criteria.likes for s in svc.rank_calls] + [c[0].criteria.likes for c in svc.refine_calls]
         assert not [likes for likes in asked if any("evil" in x for x in likes)], asked
+        refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused")]
+        for path in ("GET /api/leaderboard:", "POST /api/leaderboard:", "GET /api/leaderboard/refine:",
+                     "GET /api/leaderboard/stream:"):
+            assert any(m.startswith("refused " + path) for m in refused), (path, refused)
         # the page itself, on its own origin, still works
         assert httpx.post(url + "/api/leaderboard", json={"likes": ["mine"]}, headers={"Origin": url}).status_code == 200
+
+
+def test_api_docs_render_offline_under_their_csp(browser, site):
+    """Swagger UI and ReDoc load with every request outside this server refused (an offline machine)."""
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    foreign: list[str] = []
+    violations: list[str] = []
+
+    def only_local(route):
+        if route.request.url.startswith(site):
+            return route.continue_()
+        foreign.append(route.request.url)
+        return route.abort()
+
+    pg.route("**/*", only_local)
+    pg.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    pg.goto(site + "/docs")
+    pg.wait_for_function("document.querySelectorAll('.opblock').length >= 8", timeout=20000)
+    assert "/api/leaderboard/refine" in pg.inner_text("#swagger-ui")
+    pg.goto(site + "/redoc")
+    pg.wait_for_selector("text=Rank the models for one user's criteria and topics", timeout=20000)
+    ctx.close()
+    assert foreign == [] and violations == []

@@ -219,7 +219,11 @@ def test_page_and_security_headers(served):
     assert js.status_code == 200 and "innerHTML" not in js.text.replace("never innerHTML", "")
     assert c.get("/static/style.css").status_code == 200
     assert "content-security-policy" in c.get("/api/health").headers
-    assert "content-security-policy" not in c.get("/docs").headers   # Swagger UI needs inline script
+    for path in ("/docs", "/redoc"):                     # served from the package, scripts from here only
+        docs = c.get(path)
+        assert "script-src 'self';" in docs.headers["content-security-policy"], path
+        assert "http" not in docs.text.replace('content="width', ""), path                   # no CDN
+    assert c.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
 
 
 def test_a_slow_contradiction_check_does_not_hold_the_table_back():

@@ -32,6 +32,7 @@ from usl.server.boards import Boards
 from usl.server.config import ServerConfig
 from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, LeaderboardResponse, SpecIn,
                                 TopicOut)
+from usl.server.docs import add_docs
 from usl.server.hosts import HostGuard
 from usl.server.limits import SizeLimits, quote
 from usl.server.scheduler import ClientScope, QueueFull, TooManyStreams
@@ -56,7 +57,9 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         boards.refine_queue.shutdown()
 
     app = FastAPI(title="usl: user-centric subjective leaderboard", version="1",
-                  description="Rank LLMs by how well they answer the way you like.", lifespan=lifespan)
+                  description="Rank LLMs by how well they answer the way you like.", lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
+    add_docs(app)                           # /docs and /redoc from installed assets, under a CSP
     app.state.boards, app.state.jobs, app.state.config = boards, boards.jobs, cfg
     app.state.queue = boards.queue          # for any expensive endpoint: see usl.server.scheduler
     app.add_middleware(ClientScope)
