@@ -55,6 +55,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         yield
         boards.jobs.shutdown()
         boards.refine_queue.shutdown()
+        boards.checks.shutdown()
 
     app = FastAPI(title="usl: user-centric subjective leaderboard", version="1",
                   description="Rank LLMs by how well they answer the way you like.", lifespan=lifespan,

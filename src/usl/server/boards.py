@@ -42,6 +42,9 @@ class Boards:
         self.refine_queue = FairQueue(config.refine_workers, config.refine_streams,
                                       config.refine_streams_per_client, "usl-refine")
         self.refine_streams = StreamLimit(config.refine_streams_per_client, config.refine_streams)
+        # The contradiction check embeds the criteria: its own bounded queue, so a burst of checks
+        # neither starves the threads that answer cheap lookups nor outlives the requests that left.
+        self.checks = FairQueue(1, config.max_waiting, config.max_waiting_per_client, "usl-check")
         self._topics: dict[str, list[TopicOut]] = {}
         self._warming: asyncio.Task | None = None     # the default board's warm-up, kept referenced
 
@@ -121,7 +124,7 @@ class Boards:
         if criteria == LeaderboardSpec().criteria:
             return []
         try:
-            return list(await asyncio.to_thread(self.service.contradictions, criteria))
+            return list(await self.checks.run(self.service.contradictions, criteria))
         except Exception as e:  # noqa: BLE001 - a warning that cannot be computed is no reason to fail
             log.warning("contradiction check failed: %s", e)
             return []

@@ -26,7 +26,7 @@ class ServerConfig:
                                                                         "hold open (more: 429)."})
     refine_streams: int = field(default=8, metadata={"help": "Refinement streams open at once in all (more: 503)."})
     workers: int = field(default=2, metadata={"help": "Threads that rank leaderboards."})
-    max_waiting: int = field(default=6, metadata={"help": "Boards that may wait for a worker, all clients "
+    max_waiting: int = field(default=4, metadata={"help": "Boards that may wait for a worker, all clients "
                                                           "together; more are answered 503 with Retry-After."})
     max_waiting_per_client: int = field(default=3, metadata={"help": "Boards one client may have waiting."})
     cache_size: int = field(default=64, metadata={"help": "Finished leaderboards kept in memory."})
