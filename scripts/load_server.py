@@ -118,9 +118,11 @@ def abandon(url: str, n: int = 60) -> dict:
     for t in threads:
         t.join()
     with client("127.0.0.3", 60) as c:
-        status, took, _ = ask(c, url, {"likes": ["one small criterion"], "per_criterion": False})
+        status, took, _ = ask(c, url, {"likes": [f"one small criterion {time.time_ns()}"], "per_criterion": False})
+        time.sleep(5.0)
+        _, alone, _ = ask(c, url, {"likes": [f"another small criterion {time.time_ns()}"], "per_criterion": False})
     return {"scenario": f"{n} abandoned large POSTs, then one small one", "abandoned": dict(outcomes),
-            "small_status": status, "small_s": round(took, 3)}
+            "small_status": status, "small_s": round(took, 3), "small_alone_5s_later_s": round(alone, 3)}
 
 
 def server_process(url: str) -> psutil.Process:

@@ -164,3 +164,29 @@ def test_refinement_streams_are_limited_per_client_and_shared_fairly():
     assert firsts[0] < 0.5, firsts          # the cached estimate waits for no turn
     # its first judging step waits for at most the step running and one of A's: turns go client by client
     assert firsts[1] < 1.8, firsts
+
+
+def test_a_client_leaving_a_shared_board_does_not_fail_the_others():
+    """Two clients wait for the same board (queued behind another); one leaves. The other still
+    gets it (cancelling the leaver's wait cancelled the shared job: a 500 for everyone else)."""
+    svc = FakeService(delay_s=0.8)
+    app = create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), workers=1))
+    with serve_in_thread(app) as url:
+        ready(url)
+        first = threading.Thread(target=lambda: httpx.post(url + "/api/leaderboard", json={"likes": ["first"]},
+                                                           timeout=30))
+        first.start()
+        assert wait_for(lambda: app.state.queue.stats().running == 1, 5)
+        answers: list[int] = []
+
+        def stays():
+            with client("127.0.0.3") as c:
+                answers.append(c.post(url + "/api/leaderboard", json={"likes": ["shared"]}).status_code)
+
+        stayer = threading.Thread(target=stays)
+        stayer.start()
+        with client("127.0.0.2", timeout=0.3) as c, pytest.raises(httpx.ReadTimeout):
+            c.post(url + "/api/leaderboard", json={"likes": ["shared"]})
+        stayer.join()
+        first.join()
+    assert answers == [200]

@@ -20,7 +20,7 @@ from usl.judges.redact import public_judge
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views
 from usl.server.config import ServerConfig
-from usl.server.jobs import RankJobs, spec_key
+from usl.server.jobs import RankJobs, spec_key, watch
 from usl.server.limits import quote
 from usl.server.scheduler import FairQueue, StreamLimit
 from usl.server.schemas import SpecIn, TopicOut
@@ -115,7 +115,7 @@ class Boards:
     async def ranked(self, spec: LeaderboardSpec, keep: bool = False) -> Leaderboard:
         try:
             with self.jobs.hold(self.jobs.submit(spec, keep=keep)) as job:
-                return await asyncio.wrap_future(job.future)
+                return await watch(job.future)
         except USER_ERRORS as e:
             raise HTTPException(422, message(e)) from e
 

@@ -17,6 +17,7 @@ may wait; a job the queue turns away raises ``QueueFull`` to its requesters and 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -61,6 +62,33 @@ class Job:
         if self.cancelled:
             raise JobCancelled("nobody is waiting for this leaderboard any more")
         self.done, self.total = int(done), int(total)
+
+
+def watch(fut: "Future") -> "asyncio.Future":
+    """An asyncio future that follows the concurrent ``fut``. Cancelling it (a request that left)
+    leaves ``fut`` alone: ``asyncio.wrap_future`` would cancel the shared job for everyone else
+    waiting on it; whether a job is dropped is ``RankJobs.hold``'s decision."""
+    loop = asyncio.get_running_loop()
+    out = loop.create_future()
+
+    def copy(f: Future) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+        elif f.exception() is not None:
+            out.set_exception(f.exception())
+        else:
+            out.set_result(f.result())
+
+    def done(f: Future) -> None:
+        try:
+            loop.call_soon_threadsafe(copy, f)
+        except RuntimeError:        # the loop closed first (shutdown): nobody waits any more
+            pass
+
+    fut.add_done_callback(done)
+    return out
 
 
 class RankJobs:

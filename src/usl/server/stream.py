@@ -28,7 +28,7 @@ from fastapi import HTTPException, Request
 from usl.judges.llm_api import LLMJudgeError
 from usl.leaderboard.types import LeaderboardSpec
 from usl.server.boards import USER_ERRORS, Boards, finite, message
-from usl.server.jobs import Job
+from usl.server.jobs import Job, watch
 from usl.server.scheduler import OpenStream, QueueFull
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ async def _follow(boards: Boards, request: Request, todo: list[Job], t0: float) 
     ``heartbeat_s`` (the page shows the time running; a judge that reports only at the end does
     not look stuck). Raises ``_Gone`` when the client disconnects."""
     cfg = boards.config
-    waits = [asyncio.wrap_future(j.future) for j in todo]
+    waits = [watch(j.future) for j in todo]
     last, last_sent = None, time.perf_counter()
     try:
         while not all(w.done() for w in waits):
