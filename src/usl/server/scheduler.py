@@ -253,6 +253,11 @@ class OpenStream:
             self._closed = True
             self.limit._close(self.client)
 
+    def __del__(self) -> None:
+        # A stream whose client left before its first event never runs its generator's finally:
+        # the place is given back when the handle goes.
+        self.close()
+
 
 # ---- the requester ----------------------------------------------------------------------------
 class ClientScope:
