@@ -45,8 +45,9 @@ class FakeService:
         self.delay_s, self.steps, self.contradiction_delay_s = delay_s, steps, contradiction_delay_s
         self.refine_delay_s, self.refine_stuck = refine_delay_s, refine_stuck   # stuck: never judges one
         self.rank_calls: list[LeaderboardSpec] = []
+        self.rank_finished: list[LeaderboardSpec] = []    # calls that ran to the end (not cancelled)
         self.refine_calls: list[tuple] = []
-        self.refining = self.most_refining = 0        # refine calls running now / at most at once
+        self.refining = self.most_refining = 0        # judging refine calls running now / at most at once
         self._judged: dict[tuple, int] = {}
         self._lock = threading.Lock()
 
@@ -70,6 +71,8 @@ class FakeService:
             time.sleep(self.delay_s / self.steps)
         if progress:
             progress(total, total)
+        with self._lock:
+            self.rank_finished.append(spec)
         custom = spec.criteria != LeaderboardSpec().criteria
         order = MODELS[::-1] if custom else MODELS
         shift = -5.0 if (spec.topics or spec.use_case) else 0.0
@@ -94,15 +97,15 @@ class FakeService:
         key = (reference, spec.criteria.key())
         with self._lock:
             self.refine_calls.append((spec, reference, queries))
-            self.refining += 1
+            self.refining += queries != 0
             self.most_refining = max(self.most_refining, self.refining)
             judged = self._judged.get(key, 0)
             if not self.refine_stuck:
                 judged = min(self.REFINE_QUERIES, judged + (self.REFINE_QUERIES if queries is None else queries))
             self._judged[key] = judged
-        time.sleep(self.refine_delay_s)
+        time.sleep(self.refine_delay_s if queries != 0 else 0.0)     # the cached estimate costs nothing
         with self._lock:
-            self.refining -= 1
+            self.refining -= queries != 0
         order = MODELS[1:] + MODELS[:1]
         rows = tuple(Row(model=m, rank=i + 1, win_rate=75.0 - 10.0 * i, ci=(70.0 - 10.0 * i, 80.0 - 10.0 * i),
                          n=100, avg_length=150.0) for i, m in enumerate(order))

@@ -4,8 +4,10 @@ uvicorn server on localhost (fake engine with known answers, so every assertion 
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
+import httpx
 import pytest
 
 from server_fake import MODELS, FakeService, serve_in_thread
@@ -220,3 +222,93 @@ def test_refine_replaces_the_board_once_enough_questions_are_judged(browser):
         assert board(page) == list(MODELS[::-1])
         assert errors == []
         page.close()
+
+
+EVIL_PAGE = """<!doctype html><html><body>
+<img src="{url}/api/leaderboard?likes=evil+img">
+<form id="f" method="post" action="{url}/api/leaderboard" enctype="text/plain">
+  <input name='{{"likes": ["evil form"], "x": "' value='"}}'></form>
+<script>
+window.outcomes = [];
+fetch("{url}/api/leaderboard/refine?likes=evil+no-cors", {{mode: "no-cors"}})
+  .then(() => outcomes.push("no-cors sent"), e => outcomes.push("no-cors failed"));
+fetch("{url}/api/leaderboard", {{method: "POST", headers: {{"Content-Type": "application/json"}},
+                                body: JSON.stringify({{likes: ["evil cors"]}})}})
+  .then(r => outcomes.push("cors " + r.status), e => outcomes.push("cors failed"));
+fetch("{url}/api/leaderboard/stream?likes=evil+stream")
+  .then(r => outcomes.push("stream " + r.status), e => outcomes.push("stream failed"));
+setTimeout(() => document.getElementById("f").submit(), 1500);
+</script></body></html>"""
+
+
+def test_a_page_of_another_origin_cannot_make_the_server_work(browser, caplog):
+    """A page served from another port of this machine (another origin: localhost is another site,
+    127.0.0.1 the same site) tries every way a browser lets it reach the local server: an image, a
+    no-cors fetch, a CORS fetch, an event stream, a form post."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    caplog.set_level("WARNING", logger="usl.server.hosts")
+    svc = FakeService()
+    with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
+        page_html = EVIL_PAGE.format(url=url).encode()
+
+        class Evil(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(page_html)))
+                self.end_headers()
+                self.wfile.write(page_html)
+
+        evil = ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+        threading.Thread(target=evil.serve_forever, daemon=True).start()
+        try:
+            ctx = browser.new_context()
+            pg = ctx.new_page()
+            for host in ("localhost", "127.0.0.1"):
+                pg.goto(f"http://{host}:{evil.server_address[1]}/")
+                pg.wait_for_function("window.outcomes && window.outcomes.length === 3", timeout=10000)
+                outcomes = pg.evaluate("window.outcomes")
+                assert "cors failed" in outcomes and "stream failed" in outcomes, outcomes
+                pg.wait_for_timeout(2500)                      # the form has been posted
+            ctx.close()
+        finally:
+            evil.shutdown()
+            evil.server_close()
+        asked = [s.criteria.likes for s in svc.rank_calls] + [c[0].criteria.likes for c in svc.refine_calls]
+        assert not [likes for likes in asked if any("evil" in x for x in likes)], asked
+        refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused")]
+        for path in ("GET /api/leaderboard:", "POST /api/leaderboard:", "GET /api/leaderboard/refine:",
+                     "GET /api/leaderboard/stream:"):
+            assert any(m.startswith("refused " + path) for m in refused), (path, refused)
+        # the page itself, on its own origin, still works
+        assert httpx.post(url + "/api/leaderboard", json={"likes": ["mine"]}, headers={"Origin": url}).status_code == 200
+
+
+def test_api_docs_render_offline_under_their_csp(browser, site):
+    """Swagger UI and ReDoc load with every request outside this server refused (an offline machine)."""
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    foreign: list[str] = []
+    violations: list[str] = []
+
+    def only_local(route):
+        if route.request.url.startswith(site):
+            return route.continue_()
+        foreign.append(route.request.url)
+        return route.abort()
+
+    pg.route("**/*", only_local)
+    pg.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    pg.goto(site + "/docs")
+    pg.locator(".opblock").nth(7).wait_for(timeout=20000)     # (a string predicate would be eval: refused)
+    assert "/api/leaderboard/refine" in pg.inner_text("#swagger-ui")
+    pg.goto(site + "/redoc")
+    pg.get_by_text("Rank the models for one user's criteria and topics").first.wait_for(state="attached",
+                                                                                       timeout=20000)
+    ctx.close()
+    # ReDoc's "powered by" logo points at its CDN: the policy blocks it, and nothing else
+    assert foreign == [] and [v for v in violations if "cdn.redoc.ly/redoc/logo-mini.svg" not in v] == []

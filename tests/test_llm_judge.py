@@ -76,8 +76,9 @@ class FakeAPI:
     Asked for ``logprobs``, it answers one token with ``FAKE_TOP``'s alternatives (or ``top``,
     a fixed list; ``top=False`` sends none, as a server without the feature)."""
 
-    def __init__(self, fail_first=0, status=500, delay=0.0, reply=None, top=None):
+    def __init__(self, fail_first=0, status=500, delay=0.0, reply=None, top=None, echo=False):
         self.fail_first, self.status, self.delay, self.reply, self.top = fail_first, status, delay, reply, top
+        self.echo = echo        # failures echo the request's path and headers (some proxies do)
         self.bodies = []
         self.calls = 0
         self.in_flight = 0
@@ -101,7 +102,10 @@ class FakeAPI:
                     api.bodies.append(body)
                 try:
                     time.sleep(api.delay)
-                    if self.path != "/v1/chat/completions":
+                    if n <= api.fail_first and api.echo:
+                        return self._send(api.status, {"error": "bad request", "path": self.path,
+                                                       "headers": dict(self.headers)})
+                    if self.path.split("?")[0] != "/v1/chat/completions":
                         return self._send(404, {"error": "no such path"})
                     if n <= api.fail_first:
                         return self._send(api.status, {"error": {"message": "overloaded"}})
@@ -339,3 +343,40 @@ def test_version_changes_with_verdict_mode_and_text_mode_keeps_its_cache():
     assert lp.version != text.version
     assert lp.version != LLMJudge(parse_spec("m1,verdict=logprobs,top_logprobs=5")).version
     assert lp.version == LLMJudge(parse_spec("m1,verdict=logprobs,max_tokens=64")).version  # unused there
+
+def test_an_upstream_that_echoes_the_request_does_not_leak_secrets(api_factory, monkeypatch):
+    api = api_factory(fail_first=100, status=400, echo=True)
+    monkeypatch.setenv("FAKE_KEY", "sk-live-0123456789abcdef")
+    base = api.url.replace("http://", "http://alice:pa55word@") + "?key=query-secret-42"
+    judge = load_judge(f"llm:m,base_url={base},api_key_env=FAKE_KEY,max_retries=0")
+    with pytest.raises(LLMJudgeError) as failed:
+        judge.judge(_reqs(1))
+    text = str(failed.value)
+    assert "HTTP 400" in text and failed.value.status == 400 and api.calls == 1
+    assert api.auth[0]                                               # credentials were sent...
+    for secret in ("sk-live-0123456789abcdef", "pa55word", "alice", "query-secret-42", api.auth[0].split()[-1]):
+        assert secret not in text, secret                            # ...and is in no message
+    assert f"POST {api.url}" in text                                  # the URL without its credentials
+
+
+@pytest.mark.parametrize("text,secret", [
+    ('{"Authorization": "Bearer abcdefgh12345678"}', "abcdefgh12345678"),
+    ("authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz"),
+    ("invalid api_key=zyx987654321 given", "zyx987654321"),
+    ('{"x-api-key": "k-123456789"}', "k-123456789"),
+    ("key sk-proj-AbCdEf0123456789 revoked", "sk-proj-AbCdEf0123456789"),
+    ("https://h/v1?key=AIzaSyD-0123456789abcdefghij", "AIzaSyD-0123456789abcdefghij"),
+])
+def test_redact_removes_credential_shapes_it_was_not_told(text, secret):
+    from usl.judges.redact import redact
+
+    out = redact(text)
+    assert secret not in out and "[redacted]" in out
+
+
+def test_public_judge_spec_hides_base_url_credentials():
+    from usl.judges.redact import public_judge, public_url
+
+    assert public_url("https://u:p@h.example:8443/v1?key=1#x") == "https://h.example:8443/v1"
+    assert public_judge("llm:m,base_url=https://u:p@h/v1?k=1,concurrency=2") == "llm:m,base_url=https://h/v1,concurrency=2"
+    assert public_judge("default") == "default"

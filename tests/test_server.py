@@ -219,7 +219,11 @@ def test_page_and_security_headers(served):
     assert js.status_code == 200 and "innerHTML" not in js.text.replace("never innerHTML", "")
     assert c.get("/static/style.css").status_code == 200
     assert "content-security-policy" in c.get("/api/health").headers
-    assert "content-security-policy" not in c.get("/docs").headers   # Swagger UI needs inline script
+    for path in ("/docs", "/redoc"):                     # served from the package, scripts from here only
+        docs = c.get(path)
+        assert "script-src 'self';" in docs.headers["content-security-policy"], path
+        assert "http" not in docs.text.replace('content="width', ""), path                   # no CDN
+    assert c.get("/docs-assets/swagger-ui-bundle.js").status_code == 200
 
 
 def test_a_slow_contradiction_check_does_not_hold_the_table_back():
@@ -293,12 +297,13 @@ def test_refine_reports_engine_errors_as_an_error_event(served):
 def test_refinement_streams_take_turns():
     svc = FakeService(refine_delay_s=0.05)
     with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
-        def run(like):
-            evs = events(httpx.get(url + "/api/leaderboard/refine", params={"likes": like}, timeout=30).text)
+        def run(like, address):       # three clients: a client may hold only a few streams
+            with httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=30) as c:
+                evs = events(c.get(url + "/api/leaderboard/refine", params={"likes": like}).text)
             results.append([k for k, _ in evs])
 
         results: list = []
-        threads = [threading.Thread(target=run, args=(f"set {i}",)) for i in range(3)]
+        threads = [threading.Thread(target=run, args=(f"set {i}", f"127.0.0.{i + 2}")) for i in range(3)]
         for t in threads:
             t.start()
         for t in threads:

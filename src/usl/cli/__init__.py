@@ -25,6 +25,8 @@ def _root(ctx: typer.Context,
           verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
+    # httpx logs every request's full URL at INFO; a judge's base_url may hold a key in its query.
+    logging.getLogger("httpx").setLevel(logging.DEBUG if verbose else logging.WARNING)
     ctx.obj = State(home=home)
 
 

@@ -22,10 +22,19 @@ import_app = typer.Typer(no_args_is_help=True, help="Import a benchmark (queries
 app.add_typer(import_app, name="import")
 
 
-def _save(ctx: typer.Context, imp: Imported, started: float) -> None:
-    from usl.store.benchmarks import save_benchmark
+REPLACE_HELP = "Replace a stored benchmark of the same name (without it, an import never replaces one)."
 
-    saved = save_benchmark(ctx.obj.store(), imp.benchmark, imp.responses, imp.source)
+
+def _save(ctx: typer.Context, imp: Imported, started: float, replace: bool) -> None:
+    from usl.store.benchmarks import benchmark_stats, list_benchmarks, save_benchmark
+
+    store = ctx.obj.store()
+    if imp.benchmark.name in list_benchmarks(store) and not replace:
+        old = benchmark_stats(store, imp.benchmark.name)
+        raise DataError(f"benchmark {imp.benchmark.name!r} exists ({old['queries']} queries, {old['n_models']} "
+                        f"models); add --replace to replace it with this import ({len(imp.benchmark.queries)} "
+                        f"queries, {len(imp.benchmark.models)} models), or --name to store it beside it")
+    saved = save_benchmark(store, imp.benchmark, imp.responses, imp.source)
     b = saved
     typer.echo(f"imported {b.name!r}: {len(b.queries)} queries, {len(b.models)} models "
                f"(baseline {b.baseline}), {len(imp.responses)} answers, version {b.version} "
@@ -55,6 +64,7 @@ def import_alpaca_eval(
                                                                     "split.json's board models, else every file."),
         baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model. Default: split.json's, "
                                                                         "else gpt4_1106_preview."),
+        replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
 ) -> None:
     """Import AlpacaEval outputs; the baseline's instructions are the queries."""
     from usl.data import alpaca_eval as ae
@@ -76,7 +86,7 @@ def import_alpaca_eval(
         if ae.is_remote(source):
             imp = Imported(imp.benchmark, imp.responses, f"alpaca_eval:{source} split={imp.source.rsplit('=', 1)[1]}",
                            imp.missing, imp.notes)
-        _save(ctx, imp, started)
+        _save(ctx, imp, started, replace)
 
 
 @import_app.command("arena")
@@ -86,13 +96,14 @@ def import_arena(
         baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model. Default: the release's "
                                                                         "usual baseline if present, else the most complete."),
         name: Optional[str] = typer.Option(None, "--name", help="Benchmark name. Default: the folder's name."),
+        replace: bool = typer.Option(False, "--replace", help=REPLACE_HELP),
 ) -> None:
     """Import an Arena-Hard / MT-Bench style folder."""
     from usl.data.arena import load_arena
 
     started = time.perf_counter()
     with user_errors():
-        _save(ctx, load_arena(source, baseline=baseline, name=name), started)
+        _save(ctx, load_arena(source, baseline=baseline, name=name), started, replace)
 
 
 @import_app.command("jsonl")

@@ -36,6 +36,14 @@ def register(app: typer.Typer) -> None:
                                                    "transformer CRM: a few seconds a question on a CPU, judged "
                                                    "on request and cached); 'none' turns refinement off."),
               workers: int = typer.Option(2, "--workers", help="Threads that rank leaderboards."),
+              allow_host: Optional[List[str]] = typer.Option(
+                  None, "--allow-host", help="A host name requests may use besides loopback and the --host "
+                                             "address (behind a proxy or on a LAN); repeat for several; '*': any."),
+              allow_origin: Optional[List[str]] = typer.Option(
+                  None, "--allow-origin", help="Another origin (scheme://host:port) whose pages may call the API."),
+              token: Optional[str] = typer.Option(
+                  None, "--token", envvar="USL_TOKEN", show_envvar=True,
+                  help="Require this token on the API (Authorization: Bearer TOKEN; the page: open /?token=TOKEN)."),
               no_import: bool = typer.Option(False, "--no-import", help="Do not import the default benchmark "
                                                                          "or build topics on first start.")) -> None:
         """Serve the leaderboard page and API (open the printed URL)."""
@@ -43,6 +51,9 @@ def register(app: typer.Typer) -> None:
 
         from usl.leaderboard.service import LeaderboardService
         from usl.server.app import ServerConfig, create_app
+        from usl.judges.redact import public_judge
+        from usl.server.hosts import Access, exposure_warning
+        from usl.server.limits import uvicorn_config
 
         with user_errors():
             store = ctx.obj.store()
@@ -54,14 +65,20 @@ def register(app: typer.Typer) -> None:
                 from usl.judges.registry import load_judge
 
                 load_judge(reference, home=ctx.obj.home)   # a wrong spec fails here, not on first use
+            access = Access(bind=host, allow_hosts=tuple(allow_host or ()),
+                            allow_origins=tuple(o.rstrip("/") for o in allow_origin or ()), token=token or "")
             config = ServerConfig(benchmark=benchmark, judges=tuple(judge or default_judges(benchmark)),
-                                  workers=workers, reference=reference)
+                                  workers=workers, reference=reference, access=access)
             web = create_app(service, config)
-        shown = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::") else host
+        shown = "localhost" if host == "127.0.0.1" else f"[{host}]" if ":" in host else host
         refining = f"; refines with {config.reference}" if config.reference else ""
-        typer.echo(f"usl: serving {benchmark!r} (judge {config.judges[0]}{refining}) at http://{shown}:{port}/  "
+        typer.echo(f"usl: serving {benchmark!r} (judge {public_judge(config.judges[0])}{refining}) at http://{shown}:{port}/  "
                    f"(API: http://{shown}:{port}/docs)", err=False)
-        uvicorn.run(web, host=host, port=port, log_level="warning", access_log=False)
+        warning = exposure_warning(access, port)
+        if warning:
+            typer.echo(warning, err=True)
+        uvicorn.Server(uvicorn_config(web, host, port, config.connection, log_level="warning",
+                                      access_log=False)).run()
 
 
 def default_judges(benchmark: str) -> tuple[str, ...]:

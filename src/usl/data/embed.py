@@ -2,7 +2,13 @@
 
 ``Embedder.encode`` returns L2-normalised float32 vectors, shape (n, 384). Vectors are cached on
 disk in the configured cache directory, keyed by sha256 of (model id, text); the cache is a
-directory of ``.npy`` shards (never pickles).
+directory of ``.npy`` shards (never pickles), each with a ``.keys`` file written last.
+
+Every new set of criteria or use case a server is asked about adds a small shard, so the folder is
+bounded (``max_cache_bytes``): past it, the least recently used shards go (a shard is marked used,
+by its mtime, when a process first reads a vector from it). A torn shard (a write cut short by a
+crash, or a damaged disk) is named in the log and removed, and its vectors are computed again.
+``shared_embedder(cache_dir)`` is one embedder per folder and process: the model loads once.
 """
 
 from __future__ import annotations
@@ -10,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import tempfile
+import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -30,13 +38,31 @@ def encoder_path() -> str:
         return MODEL_ID
 
 
+MAX_CACHE_BYTES = 256 * 2**20
+_SHARED: dict[Path, "Embedder"] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_embedder(cache_dir: str | Path) -> "Embedder":
+    """The process's one ``Embedder`` for ``cache_dir`` (its model and vectors loaded once)."""
+    key = Path(cache_dir).resolve()
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = Embedder(cache_dir=key)
+        return _SHARED[key]
+
+
 class Embedder:
     def __init__(self, cache_dir: str | Path | None = None, device: str = "cpu", batch_size: int = 64,
-                 max_seq_length: int = 256):
+                 max_seq_length: int = 256, max_cache_bytes: int = MAX_CACHE_BYTES):
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.device, self.batch_size, self.max_seq_length = device, batch_size, max_seq_length
+        self.max_cache_bytes = max_cache_bytes
         self._model = None
         self._mem: dict[str, np.ndarray] = {}
+        self._shard_of: dict[str, Path] = {}      # key -> the shard it was read from
+        self._touched: set[Path] = set()
+        self._lock = threading.Lock()
 
     @property
     def model(self):
@@ -54,7 +80,9 @@ class Embedder:
 
     def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         keys = [self.key(t, self.max_seq_length) for t in texts]
-        missing = [i for i, k in enumerate(keys) if k not in self._mem and not self._load(k)]
+        with self._lock:
+            missing = [i for i, k in enumerate(keys) if k not in self._mem and not self._load(k)]
+            self._touch({self._shard_of[k] for k in keys if k in self._shard_of})
         uniq = list(dict.fromkeys(keys[i] for i in missing))
         if uniq:
             first = {keys[i]: texts[i] for i in missing}
@@ -76,16 +104,68 @@ class Embedder:
             for kf in sorted(self.cache_dir.glob("*.keys")):
                 vf = kf.with_suffix(".npy")
                 if vf.exists():
-                    ks = kf.read_text().split()
-                    vs = np.load(vf)
-                    if len(ks) == len(vs):
-                        self._mem.update(zip(ks, vs))
+                    self._read_shard(kf, vf)
         return key in self._mem
+
+    def _read_shard(self, kf: Path, vf: Path) -> None:
+        try:
+            ks = kf.read_text().split()
+            vs = np.load(vf, allow_pickle=False)
+            if vs.ndim != 2 or len(ks) != len(vs) or vs.shape[1] != DIM:
+                raise ValueError(f"{len(ks)} keys for vectors of shape {vs.shape}")
+        except (OSError, ValueError, EOFError, UnicodeDecodeError) as e:
+            log.warning("embedding cache %s is torn (%s): removed; its vectors are computed again", vf, e)
+            vf.unlink(missing_ok=True)
+            kf.unlink(missing_ok=True)
+            return
+        self._mem.update(zip(ks, vs))
+        self._shard_of.update(dict.fromkeys(ks, vf))
+
+    def _touch(self, shards: set[Path]) -> None:
+        """Mark shards used (mtime) once per process: the least recently used go first."""
+        for vf in shards - self._touched:
+            self._touched.add(vf)
+            try:
+                os.utime(vf)
+            except OSError:
+                pass
 
     def _save(self, keys: list[str], vecs: np.ndarray) -> None:
         if self.cache_dir is None:
             return
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         name = hashlib.sha256("".join(keys).encode()).hexdigest()[:16]
-        np.save(self.cache_dir / f"{name}.npy", vecs)
+        vf = self.cache_dir / f"{name}.npy"
+        fd, tmp = tempfile.mkstemp(dir=self.cache_dir, prefix=f".{name}.", suffix=".npy")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, vecs)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, vf)          # atomic: a reader sees no shard or a whole one
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         (self.cache_dir / f"{name}.keys").write_text("\n".join(keys))  # written last: marks complete
+        self._touched.add(vf)
+        self._trim(keep=vf)
+
+    def _trim(self, keep: Path) -> None:
+        """Remove least recently used shards until the folder holds at most ``max_cache_bytes``."""
+        shards = []
+        for vf in self.cache_dir.glob("*.npy"):
+            try:
+                st = vf.stat()
+            except OSError:
+                continue
+            kf = vf.with_suffix(".keys")
+            shards.append((st.st_mtime, vf, st.st_size + (kf.stat().st_size if kf.exists() else 0)))
+        total = sum(size for _, _, size in shards)
+        for _, vf, size in sorted(shards, key=lambda s: s[0]):
+            if total <= self.max_cache_bytes:
+                break
+            if vf == keep:
+                continue
+            vf.with_suffix(".keys").unlink(missing_ok=True)      # first: the shard no longer counts as complete
+            vf.unlink(missing_ok=True)
+            total -= size
+            log.info("embedding cache over %d MB: removed %s (least recently used)", self.max_cache_bytes >> 20, vf)

@@ -10,10 +10,15 @@ import gzip
 import io
 import json
 import lzma
+import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
 from usl.types import DataError
+
+# What a damaged or hostile file raises while it is read: a corrupt or cut gzip/xz stream, bytes
+# that are not UTF-8.
+_UNREADABLE = (OSError, UnicodeDecodeError, EOFError, lzma.LZMAError, zlib.error)
 
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer",
                float: "a number", bool: "a boolean", type(None): "null"}
@@ -45,12 +50,26 @@ def read_json(path: str | Path) -> Any:
     try:
         with open_text(path) as f:
             text = f.read()
-    except (OSError, UnicodeDecodeError, EOFError, lzma.LZMAError) as e:
+    except _UNREADABLE as e:
         raise DataError(f"cannot read file: {e}", path=str(path)) from e
+    obj = _parse(text, str(path), None)
+    if "\\ud" in text.lower():  # an escaped surrogate: valid JSON, but a lone one is no text
+        _check_surrogates(obj, str(path), None)
+    return obj
+
+
+def _parse(text: str, path: str, line: int | None) -> Any:
+    """``json.loads`` whose every failure is a ``DataError`` naming the file and line: bad syntax,
+    nesting deeper than the parser's recursion limit, an integer of more digits than Python converts."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise DataError(f"invalid JSON: {e.msg} (column {e.colno})", path=str(path), line=e.lineno) from e
+        kind = "invalid JSON" if line is None else "invalid JSON (truncated line?)"
+        raise DataError(f"{kind}: {e.msg} (column {e.colno})", path=path, line=line or e.lineno) from e
+    except RecursionError as e:
+        raise DataError("JSON nested too deeply to read", path=path, line=line) from e
+    except ValueError as e:        # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise DataError(f"a number that cannot be read: {str(e).split(';')[0]}", path=path, line=line) from e
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
@@ -60,21 +79,18 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             for n, raw in enumerate(f, start=1):
                 if not raw.strip():
                     continue
-                try:       # without its newline: a line cut short is reported at its own end
-                    obj = json.loads(raw.rstrip("\r\n"))
-                except json.JSONDecodeError as e:
-                    raise DataError(f"invalid JSON (truncated line?): {e.msg} (column {e.colno})",
-                                    path=str(path), line=n) from e
+                # without its newline: a line cut short is reported at its own end
+                obj = _parse(raw.rstrip("\r\n"), str(path), n)
                 if not isinstance(obj, dict):
                     raise DataError(f"expected a JSON object, got {_kind(obj)}", path=str(path), line=n)
                 if "\\ud" in raw.lower():  # an escaped surrogate: valid JSON, but a lone one is no text
                     _check_surrogates(obj, str(path), n)
                 yield n, obj
-    except (OSError, UnicodeDecodeError, EOFError, lzma.LZMAError) as e:
+    except _UNREADABLE as e:
         raise DataError(f"cannot read file: {e}", path=str(path)) from e
 
 
-def _check_surrogates(obj: object, path: str, line: int, where: str = "") -> None:
+def _check_surrogates(obj: object, path: str, line: int | None, where: str = "") -> None:
     """Raise ``DataError`` naming the field that holds a lone UTF-16 surrogate ("\\ud800")."""
     if isinstance(obj, str):
         try:

@@ -183,9 +183,9 @@ def top_keywords(docs: Sequence[Sequence[str]], n: int = 6) -> list[tuple[str, .
 
 def default_embedder(store: Store):
     """The offline sentence embedder with its cache beside the store (``<home>/cache/embeddings``)."""
-    from usl.data.embed import Embedder
+    from usl.data.embed import shared_embedder
 
-    return Embedder(cache_dir=store.path.parent / "cache" / "embeddings")
+    return shared_embedder(store.path.parent / "cache" / "embeddings")
 
 
 def build_topics(store: Store, benchmark: str, embedder=None, config: TopicConfig | None = None,

@@ -49,6 +49,7 @@ from typing import Callable, Literal, Sequence, TypeVar
 import httpx
 
 from usl.judges.base import JudgeRequest, Verdict
+from usl.judges.redact import public_url, redact
 from usl.judges.registry import register
 from usl.types import Criteria
 
@@ -90,7 +91,13 @@ RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
 class LLMJudgeError(RuntimeError):
-    """The chat endpoint failed (or answered something that is not a verdict)."""
+    """The chat endpoint failed (or answered something that is not a verdict). ``status``: the
+    upstream's HTTP status (None: no answer, or an answer that is not a verdict). The message
+    never holds the API key or the base URL's credentials (``usl.judges.redact``)."""
+
+    def __init__(self, message: str, status: int | None = None, model: str = ""):
+        super().__init__(message)
+        self.status, self.model = status, model
 
 
 @dataclass(frozen=True)
@@ -210,10 +217,15 @@ class LLMJudge:
             raise ValueError(f"concurrency must be >= 1, got {config.concurrency}")
         self.config = config
         self.can_tie = config.verdict == "text"
-        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self._post_url = config.base_url.rstrip("/") + "/chat/completions"
+        self.url = public_url(self._post_url)       # what messages show: no credentials, no query
         key = os.environ.get(config.api_key_env, "") if config.api_key_env else ""
+        self._secrets = tuple(x for x in (key, *_credentials(config.base_url)) if x)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.Client(headers=headers, timeout=config.timeout, transport=transport,
+        parts = httpx.URL(self._post_url)
+        auth = (parts.username, parts.password) if parts.username else None
+        self._post_url = str(parts.copy_with(username=None, password=None)) if auth else self._post_url
+        self._client = httpx.Client(headers=headers, auth=auth, timeout=config.timeout, transport=transport,
                                     limits=httpx.Limits(max_connections=config.concurrency))
         self._lock = threading.Lock()
 
@@ -255,7 +267,8 @@ class LLMJudge:
             if self.config.unparseable == "abstain":
                 log.warning("%s: %s; counting p_a = 0.5", self.url, e)
                 return Verdict(0.5, 0.0)
-            raise LLMJudgeError(f"{self.url} (model {self.config.model}): {e}") from e
+            raise LLMJudgeError(self._redact(f"{self.url} (model {self.config.model}): {e}"),
+                                model=self.config.model) from e
 
     def complete(self, messages: list[dict[str, str]], read: Callable[[httpx.Response], T] | None = None,
                  **body_options) -> str | T:
@@ -264,33 +277,49 @@ class LLMJudge:
         c = self.config
         body = {"model": c.model, "messages": messages, "temperature": c.temperature, "max_tokens": c.max_tokens,
                 **body_options}
-        last = ""
+        last, status = "", None
         for attempt in range(c.max_retries + 1):
             delay = c.backoff * (2 ** attempt)
             try:
-                resp = self._client.post(self.url, json=body)
+                resp = self._client.post(self._post_url, json=body)
             except httpx.TransportError as e:
-                last = f"connection error: {e.__class__.__name__}: {e}"
+                last, status = self._redact(f"connection error: {e.__class__.__name__}: {e}"), None
             else:
                 if resp.status_code == 200:
                     return read(resp) if read else self._content(resp)
-                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                last, status = self._redact(f"HTTP {resp.status_code}: {resp.text[:300]}"), resp.status_code
                 if resp.status_code not in RETRYABLE:
-                    raise LLMJudgeError(f"POST {self.url} (model {c.model}) failed: {last}")
+                    raise LLMJudgeError(f"POST {self.url} (model {c.model}) failed: {last}", status, c.model)
                 delay = max(delay, _retry_after(resp))
             if attempt < c.max_retries:
                 log.info("POST %s: %s; retry %d/%d in %.1fs", self.url, last, attempt + 1, c.max_retries, delay)
                 time.sleep(min(delay, 60.0))
-        raise LLMJudgeError(f"POST {self.url} (model {c.model}) failed after {c.max_retries + 1} attempts: {last}")
+        raise LLMJudgeError(f"POST {self.url} (model {c.model}) failed after {c.max_retries + 1} attempts: {last}",
+                            status, c.model)
+
+    def _redact(self, text: str) -> str:
+        return redact(text.replace(self._post_url, self.url), self._secrets)
 
     def _content(self, resp: httpx.Response) -> str:
         try:
             return resp.json()["choices"][0]["message"]["content"] or ""
         except (ValueError, KeyError, IndexError, TypeError) as e:
-            raise LLMJudgeError(f"POST {self.url}: not a chat completion response: {resp.text[:300]!r}") from e
+            raise LLMJudgeError(f"POST {self.url}: not a chat completion response: "
+                                f"{self._redact(resp.text[:300])!r}", None, self.config.model) from e
 
     def close(self) -> None:
         self._client.close()
+
+
+def _credentials(url: str) -> tuple[str, ...]:
+    """The user, password and query values of a URL: secrets to keep out of messages."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        return tuple(x for x in (parts.username, parts.password, *(v for _, v in parse_qsl(parts.query))) if x)
+    except ValueError:
+        return ()
 
 
 def _retry_after(resp: httpx.Response) -> float:

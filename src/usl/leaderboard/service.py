@@ -340,9 +340,9 @@ class LeaderboardService:
             with self._lock:
                 if self._embedder is None:
                     from usl import paths
-                    from usl.data.embed import Embedder
+                    from usl.data.embed import shared_embedder
 
-                    self._embedder = Embedder(cache_dir=paths.cache_dir(self.home, "embeddings"))
+                    self._embedder = shared_embedder(paths.cache_dir(self.home, "embeddings"))
                 embedder = self._embedder
         return find_contradictions(criteria, embedder)
 

@@ -24,12 +24,18 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
 
+from usl.judges.llm_api import LLMJudgeError
+from usl.judges.redact import public_judge
 from usl.leaderboard.types import LeaderboardSpec
 from usl.server import views
 from usl.server.boards import Boards
 from usl.server.config import ServerConfig
 from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, LeaderboardResponse, SpecIn,
                                 TopicOut)
+from usl.server.docs import add_docs
+from usl.server.hosts import HostGuard
+from usl.server.limits import SizeLimits, quote
+from usl.server.scheduler import ClientScope, QueueFull, TooManyStreams
 from usl.server.security import SecurityHeaders
 from usl.server.stream import leaderboard_events, refine_events
 
@@ -48,12 +54,23 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
             await boards.warm()
         yield
         boards.jobs.shutdown()
+        boards.refine_queue.shutdown()
+        boards.checks.shutdown()
 
     app = FastAPI(title="usl: user-centric subjective leaderboard", version="1",
-                  description="Rank LLMs by how well they answer the way you like.", lifespan=lifespan)
+                  description="Rank LLMs by how well they answer the way you like.", lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
+    add_docs(app)                           # /docs and /redoc from installed assets, under a CSP
     app.state.boards, app.state.jobs, app.state.config = boards, boards.jobs, cfg
+    app.state.queue = boards.queue          # for any expensive endpoint: see usl.server.scheduler
+    app.add_middleware(ClientScope)
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(SizeLimits, limits=cfg.connection)                           # before any read
+    app.add_middleware(HostGuard, access=cfg.access)                                # outermost
     app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(QueueFull, _busy)
+    app.add_exception_handler(TooManyStreams, _too_many_streams)
+    app.add_exception_handler(LLMJudgeError, _judge_failed)
 
     @app.get("/api/health", response_model=Health, tags=["meta"])
     async def health() -> dict:
@@ -63,7 +80,8 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
              summary="Defaults and input limits the page uses")
     async def config_() -> dict:
         return {"benchmark": cfg.benchmark, "benchmarks": await boards.benchmarks(),
-                "judge": cfg.judges[0], "judges": list(cfg.judges), "reference": cfg.reference,
+                "judge": public_judge(cfg.judges[0]), "judges": [public_judge(j) for j in cfg.judges],
+                "reference": public_judge(cfg.reference),
                 "default_criteria": LeaderboardSpec().criteria.as_list(),
                 "limits": dataclasses.asdict(LIMITS)}
 
@@ -72,10 +90,10 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         return await boards.benchmarks()
 
     @app.get("/api/topics", response_model=list[TopicOut], tags=["data"])
-    async def topics(benchmark: Optional[str] = None) -> list[TopicOut]:
+    async def topics(benchmark: Optional[str] = Query(None, max_length=LIMITS.max_name_chars)) -> list[TopicOut]:
         name = benchmark or cfg.benchmark
         if name not in await boards.benchmarks():
-            raise HTTPException(404, f"unknown benchmark {name!r}")
+            raise HTTPException(404, f"unknown benchmark {quote(name)}")
         return await boards.topics(name)
 
     @app.post("/api/leaderboard", response_model=LeaderboardResponse, tags=["leaderboard"],
@@ -113,7 +131,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     async def leaderboard_refine(request: Request, s: SpecIn = Depends(spec_query)) -> StreamingResponse:
         boards.require_reference()
         spec = await boards.resolve(s)
-        return _event_stream(refine_events(boards, request, spec))
+        return _event_stream(refine_events(boards, request, spec, boards.refine_streams.open()))
 
     @app.get("/api/examples", response_model=ExamplesResponse, tags=["leaderboard"],
              summary="A model's answers beside the baseline's, with the judge's verdicts")
@@ -173,6 +191,23 @@ def spec_query(likes: list[str] = Query([], description="Repeat for several crit
                       baseline=baseline, benchmark=benchmark, per_criterion=per_criterion)
     except ValidationError as e:
         raise RequestValidationError(e.errors()) from e
+
+
+async def _busy(request: Request, exc: QueueFull) -> JSONResponse:
+    """503 with Retry-After: the work queue is full (or the request was bumped for another client's)."""
+    return JSONResponse({"detail": str(exc), "retry_after_s": exc.retry_after_s}, status_code=503,
+                        headers={"Retry-After": str(exc.retry_after_s)})
+
+
+async def _judge_failed(request: Request, exc: LLMJudgeError) -> JSONResponse:
+    """502: the remote judge failed; its message is redacted (usl.judges.redact), no traceback."""
+    log.warning("judge failed: %s", exc)
+    return JSONResponse({"detail": f"the judge (model {exc.model}) failed: {exc}", "upstream_status": exc.status},
+                        status_code=502)
+
+
+async def _too_many_streams(request: Request, exc: TooManyStreams) -> JSONResponse:
+    return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers={"Retry-After": "10"})
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -16,10 +16,13 @@ from urllib.parse import urlencode
 
 from fastapi import HTTPException
 
+from usl.judges.redact import public_judge
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views
 from usl.server.config import ServerConfig
-from usl.server.jobs import RankJobs, spec_key
+from usl.server.jobs import RankJobs, spec_key, watch
+from usl.server.limits import quote
+from usl.server.scheduler import FairQueue, StreamLimit
 from usl.server.schemas import SpecIn, TopicOut
 from usl.types import Criteria, DataError
 
@@ -32,8 +35,16 @@ USER_ERRORS = (DataError, ValueError, KeyError, LookupError)
 class Boards:
     def __init__(self, service: Any, config: ServerConfig):
         self.service, self.config = service, config
-        self.jobs = RankJobs(service.rank, workers=config.workers, cache_size=config.cache_size)
-        self.refine_slots = asyncio.Semaphore(config.refine_workers)   # see stream.refine_events
+        self.queue = FairQueue(config.workers, config.max_waiting, config.max_waiting_per_client, "usl-rank")
+        self.jobs = RankJobs(service.rank, cache_size=config.cache_size, queue=self.queue)
+        # Refinement steps take turns client by client (see stream.refine_events); waiting room for
+        # every stream that may be open.
+        self.refine_queue = FairQueue(config.refine_workers, config.refine_streams,
+                                      config.refine_streams_per_client, "usl-refine")
+        self.refine_streams = StreamLimit(config.refine_streams_per_client, config.refine_streams)
+        # The contradiction check embeds the criteria: its own bounded queue, so a burst of checks
+        # neither starves the threads that answer cheap lookups nor outlives the requests that left.
+        self.checks = FairQueue(1, config.max_waiting, config.max_waiting_per_client, "usl-check")
         self._topics: dict[str, list[TopicOut]] = {}
         self._warming: asyncio.Task | None = None     # the default board's warm-up, kept referenced
 
@@ -55,11 +66,12 @@ class Boards:
         benchmark = s.benchmark or self.config.benchmark
         known = await self.benchmarks()
         if benchmark not in known:
-            raise HTTPException(422, f"unknown benchmark {benchmark!r}; known: {', '.join(known) or 'none'}")
+            raise HTTPException(422, f"unknown benchmark {quote(benchmark)}; known: {', '.join(known) or 'none'}")
         judge = s.judge or self.config.judges[0]
+        judge = {public_judge(j): j for j in self.config.judges}.get(judge, judge)   # as /api/config shows it
         if judge not in self.config.judges:
-            raise HTTPException(422, f"judge {judge!r} is not served here; choose one of: "
-                                     f"{', '.join(self.config.judges)}")
+            raise HTTPException(422, f"judge {quote(judge)} is not served here; choose one of: "
+                                     f"{', '.join(public_judge(j) for j in self.config.judges)}")
         if any(t.strip() for t in s.topics) and s.use_case.strip():     # a blank topic is no topic
             raise HTTPException(422, "choose topics or describe your use case, not both")
         topic_ids = topic_ids_of(s.topics, await self.topics(benchmark))
@@ -103,7 +115,7 @@ class Boards:
     async def ranked(self, spec: LeaderboardSpec, keep: bool = False) -> Leaderboard:
         try:
             with self.jobs.hold(self.jobs.submit(spec, keep=keep)) as job:
-                return await asyncio.wrap_future(job.future)
+                return await watch(job.future)
         except USER_ERRORS as e:
             raise HTTPException(422, message(e)) from e
 
@@ -112,14 +124,16 @@ class Boards:
         if criteria == LeaderboardSpec().criteria:
             return []
         try:
-            return list(await asyncio.to_thread(self.service.contradictions, criteria))
+            return list(await self.checks.run(self.service.contradictions, criteria))
         except Exception as e:  # noqa: BLE001 - a warning that cannot be computed is no reason to fail
             log.warning("contradiction check failed: %s", e)
             return []
 
     def response(self, spec: LeaderboardSpec, lb: Leaderboard, default: Leaderboard, notes: list[str]) -> dict:
         """A ``LeaderboardResponse``: the board, its placements against the default, warnings."""
-        return finite({"leaderboard": lb.to_json(), "comparison": views.compare(lb, default),
+        board = lb.to_json()
+        board["spec"] = {**board["spec"], "judge": public_judge(str(board["spec"].get("judge", "")))}
+        return finite({"leaderboard": board, "comparison": views.compare(lb, default),
                        "is_default": spec_key(spec) == spec_key(self.default_spec(spec)),
                        "warnings": list(dict.fromkeys([*notes, *lb.warnings])), "query": query_string(spec)})
 
@@ -201,15 +215,16 @@ def _warm_contradictions(service: Any) -> None:
 
 
 def topic_ids_of(requested: list[str], known: list[TopicOut]) -> tuple[str, ...]:
-    """Topic ids or names -> sorted unique ids; an unknown one is a 422 that names it."""
-    by_key = {t.id: t.id for t in known} | {t.name: t.id for t in known}
+    """Topic ids or names (any case, as the CLI reads them) -> sorted unique ids; an unknown one is
+    a 422 that names it."""
+    by_key = {t.id.casefold(): t.id for t in known} | {t.name.casefold(): t.id for t in known}
     ids = []
     for t in (x.strip() for x in requested):
         if not t:
             continue
-        if t not in by_key:
-            raise HTTPException(422, f"unknown topic {t!r}; GET /api/topics lists the known ones")
-        ids.append(by_key[t])
+        if t.casefold() not in by_key:
+            raise HTTPException(422, f"unknown topic {quote(t)}; GET /api/topics lists the known ones")
+        ids.append(by_key[t.casefold()])
     return tuple(sorted(set(ids)))
 
 
@@ -224,7 +239,7 @@ def query_string(spec: LeaderboardSpec) -> str:
     if spec.criteria != LeaderboardSpec().criteria:
         params += [("likes", x) for x in spec.criteria.likes] + [("avoid", x) for x in spec.criteria.avoid]
     params += [("topics", t) for t in spec.topics]
-    params += [(k, v) for k, v in (("use_case", spec.use_case), ("judge", spec.judge),
+    params += [(k, v) for k, v in (("use_case", spec.use_case), ("judge", public_judge(spec.judge)),
                                    ("baseline", spec.baseline or ""), ("benchmark", spec.benchmark)) if v]
     if not spec.per_criterion:
         params.append(("per_criterion", "false"))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from usl.server.hosts import Access
+from usl.server.limits import ConnectionLimits
+
 
 @dataclass(frozen=True)
 class ServerConfig:
@@ -19,8 +22,18 @@ class ServerConfig:
     refine_workers: int = field(default=1, metadata={"help": "Refinement steps that may run at once; more "
                                                              "streams take turns a step at a time (the "
                                                              "reference CRM already uses every core)."})
+    refine_streams_per_client: int = field(default=2, metadata={"help": "Refinement streams one client may "
+                                                                        "hold open (more: 429)."})
+    refine_streams: int = field(default=8, metadata={"help": "Refinement streams open at once in all (more: 503)."})
     workers: int = field(default=2, metadata={"help": "Threads that rank leaderboards."})
+    max_waiting: int = field(default=4, metadata={"help": "Boards that may wait for a worker, all clients "
+                                                          "together; more are answered 503 with Retry-After."})
+    max_waiting_per_client: int = field(default=3, metadata={"help": "Boards one client may have waiting."})
     cache_size: int = field(default=64, metadata={"help": "Finished leaderboards kept in memory."})
+    connection: ConnectionLimits = field(default_factory=ConnectionLimits,
+                                         metadata={"help": "Body, header, read-time and shutdown limits."})
+    access: Access = field(default_factory=Access,
+                           metadata={"help": "Hosts, origins and the token that may use the server."})
     warm: bool = field(default=True, metadata={"help": "Rank the default leaderboard at start-up."})
     progress_interval_s: float = field(default=0.1, metadata={"help": "How often progress is checked."})
     heartbeat_s: float = field(default=1.0, metadata={"help": "Progress is sent at least this often, "
@@ -29,5 +42,6 @@ class ServerConfig:
     def __post_init__(self):
         if not self.judges:
             raise ValueError("ServerConfig.judges must name at least one judge")
-        if self.refine_queries < 1 or self.refine_workers < 1:
-            raise ValueError("ServerConfig.refine_queries and refine_workers must be at least 1")
+        if min(self.refine_queries, self.refine_workers, self.refine_streams_per_client, self.refine_streams,
+               self.max_waiting, self.max_waiting_per_client) < 1:
+            raise ValueError("ServerConfig's refine_* and max_waiting* settings must be at least 1")

@@ -10,19 +10,25 @@ old stream) is cancelled, so stale work does not slow the new request on a small
 is dropped from the queue if it has not started, or stopped at the engine's next progress
 report (the progress callback raises ``JobCancelled``). Jobs submitted with ``keep=True`` (the
 default leaderboard, which everyone needs) are never cancelled.
+
+Jobs wait on a ``FairQueue`` (``usl.server.scheduler``): client by client, with a bound on what
+may wait; a job the queue turns away raises ``QueueFull`` to its requesters and is forgotten.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from usl.judges.redact import public_judge
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
+from usl.server.scheduler import FairQueue, QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +64,33 @@ class Job:
         self.done, self.total = int(done), int(total)
 
 
+def watch(fut: "Future") -> "asyncio.Future":
+    """An asyncio future that follows the concurrent ``fut``. Cancelling it (a request that left)
+    leaves ``fut`` alone: ``asyncio.wrap_future`` would cancel the shared job for everyone else
+    waiting on it; whether a job is dropped is ``RankJobs.hold``'s decision."""
+    loop = asyncio.get_running_loop()
+    out = loop.create_future()
+
+    def copy(f: Future) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+        elif f.exception() is not None:
+            out.set_exception(f.exception())
+        else:
+            out.set_result(f.result())
+
+    def done(f: Future) -> None:
+        try:
+            loop.call_soon_threadsafe(copy, f)
+        except RuntimeError:        # the loop closed first (shutdown): nobody waits any more
+            pass
+
+    fut.add_done_callback(done)
+    return out
+
+
 class RankJobs:
     """Runs ``rank(spec, progress)`` on a thread pool with in-flight sharing and an LRU of results.
 
@@ -65,9 +98,10 @@ class RankJobs:
     lets go of an unfinished job that is not ``keep``, it is cancelled.
     """
 
-    def __init__(self, rank: Callable[..., Leaderboard], *, workers: int = 2, cache_size: int = 64):
+    def __init__(self, rank: Callable[..., Leaderboard], *, workers: int = 2, cache_size: int = 64,
+                 queue: FairQueue | None = None):
         self._rank = rank
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="usl-rank")
+        self._pool = queue or FairQueue(workers=workers, name="usl-rank")
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
         self._cache_size = cache_size
@@ -84,7 +118,14 @@ class RankJobs:
             job = Job(spec, keep=keep)
             self._jobs[key] = job
             self._evict()
-        self._pool.submit(self._run, key, job)
+        try:
+            self._pool.submit(self._run, key, job, future=job.future)
+        except QueueFull:
+            with self._lock:
+                if self._jobs.get(key) is job:
+                    del self._jobs[key]
+            raise
+        job.future.add_done_callback(lambda f: self._turned_away(key, job, f))
         return job
 
     def hold(self, job: Job) -> "_Hold":
@@ -107,20 +148,24 @@ class RankJobs:
         log.info("cancelled an abandoned leaderboard job")
         job.future.cancel()     # succeeds only if it has not started; else progress() stops it
 
-    def _run(self, key: str, job: Job) -> None:
-        if not job.future.set_running_or_notify_cancel():
-            return
+    def _run(self, key: str, job: Job) -> Leaderboard:
+        """Runs on the queue, which resolves ``job.future`` with the result or the exception."""
         try:
-            lb = self._rank(job.spec, progress=job.progress)
-        except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the job
+            return self._rank(job.spec, progress=job.progress)
+        except BaseException as e:
             with self._lock:
                 if self._jobs.get(key) is job:
                     del self._jobs[key]
             if not isinstance(e, JobCancelled):
-                log.warning("ranking failed for %s: %s", key, e)
-            job.future.set_exception(e)
-        else:
-            job.future.set_result(lb)
+                log.warning("ranking failed for %s: %s", public_judge(key), e)
+            raise
+
+    def _turned_away(self, key: str, job: Job, fut: Future) -> None:
+        """A waiting job the queue bumped for another client's: forgotten, so a retry queues anew."""
+        if not fut.cancelled() and isinstance(fut.exception(), QueueFull):
+            with self._lock:
+                if self._jobs.get(key) is job:
+                    del self._jobs[key]
 
     def _evict(self) -> None:
         finished = [k for k, j in self._jobs.items() if j.future.done()]
@@ -131,7 +176,7 @@ class RankJobs:
         with self._lock:
             for job in self._jobs.values():
                 job.cancelled = True
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown()
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

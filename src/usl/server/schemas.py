@@ -21,11 +21,13 @@ class Limits:
     max_use_case_chars: int = 500
     max_topics: int = 200
     max_examples: int = 20
+    max_name_chars: int = 200       # a topic, judge, baseline or benchmark name
 
 
 LIMITS = Limits()
 
 Criterion = Annotated[str, StringConstraints(max_length=LIMITS.max_criterion_chars)]
+Name = Annotated[str, StringConstraints(max_length=LIMITS.max_name_chars)]
 
 
 class SpecIn(BaseModel):
@@ -39,13 +41,13 @@ class SpecIn(BaseModel):
                                    description="What the user likes, one criterion each.")
     avoid: list[Criterion] = Field(default_factory=list, max_length=LIMITS.max_criteria,
                                    description="What the user wants avoided, one criterion each.")
-    topics: list[str] = Field(default_factory=list, max_length=LIMITS.max_topics,
+    topics: list[Name] = Field(default_factory=list, max_length=LIMITS.max_topics,
                               description="Topic ids (or names) to restrict the queries to.")
     use_case: Annotated[str, StringConstraints(max_length=LIMITS.max_use_case_chars)] = Field(
         "", description='Free text: "what do you use LLMs for"; selects matching queries.')
-    judge: Optional[str] = Field(None, description="Judge spec; one the server allows.")
-    baseline: Optional[str] = Field(None, description="Model every other is compared with.")
-    benchmark: Optional[str] = Field(None, description="Benchmark name (GET /api/benchmarks).")
+    judge: Optional[Name] = Field(None, description="Judge spec; one the server allows.")
+    baseline: Optional[Name] = Field(None, description="Model every other is compared with.")
+    benchmark: Optional[Name] = Field(None, description="Benchmark name (GET /api/benchmarks).")
     per_criterion: bool = Field(True, description="Also judge each criterion alone (the breakdown): one more "
                                                   "board per criterion; false returns the board sooner.")
 

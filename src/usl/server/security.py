@@ -11,8 +11,8 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-# The interactive API docs load Swagger UI with inline script: they keep their own policy.
-EXEMPT_PREFIXES = ("/docs", "/redoc")
+# A response that sets its own policy keeps it (the API docs: usl.server.docs.DOCS_POLICY).
+EXEMPT_PREFIXES: tuple[str, ...] = ()
 
 
 class SecurityHeaders:
@@ -22,7 +22,7 @@ class SecurityHeaders:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("path", "").startswith(EXEMPT_PREFIXES):
+        if scope["type"] != "http" or (EXEMPT_PREFIXES and scope.get("path", "").startswith(EXEMPT_PREFIXES)):
             return await self.app(scope, receive, send)
 
         async def send_with_headers(message):

@@ -25,9 +25,11 @@ from typing import AsyncIterator
 
 from fastapi import HTTPException, Request
 
+from usl.judges.llm_api import LLMJudgeError
 from usl.leaderboard.types import LeaderboardSpec
 from usl.server.boards import USER_ERRORS, Boards, finite, message
-from usl.server.jobs import Job
+from usl.server.jobs import Job, watch
+from usl.server.scheduler import OpenStream, QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,8 @@ async def leaderboard_events(boards: Boards, request: Request, spec: Leaderboard
                 yield sse("warnings", {"warnings": [*more, *payload["warnings"]]})
     except _Gone:
         return
+    except QueueFull as e:
+        yield _error_event(e)
     finally:
         notes.cancel()
 
@@ -94,7 +98,7 @@ async def _follow(boards: Boards, request: Request, todo: list[Job], t0: float) 
     ``heartbeat_s`` (the page shows the time running; a judge that reports only at the end does
     not look stuck). Raises ``_Gone`` when the client disconnects."""
     cfg = boards.config
-    waits = [asyncio.wrap_future(j.future) for j in todo]
+    waits = [watch(j.future) for j in todo]
     last, last_sent = None, time.perf_counter()
     try:
         while not all(w.done() for w in waits):
@@ -114,12 +118,13 @@ async def _follow(boards: Boards, request: Request, todo: list[Job], t0: float) 
                 w.cancel()
 
 
-async def refine_events(boards: Boards, request: Request, spec: LeaderboardSpec) -> AsyncIterator[str]:
+async def refine_events(boards: Boards, request: Request, spec: LeaderboardSpec,
+                        stream: OpenStream | None = None) -> AsyncIterator[str]:
     """``refined`` boards as the reference judges query after query, until all are judged (``done``)
     or the client leaves. Each step is one blocking ``service.refine`` call on a thread; the client
     leaving is noticed between steps, so at most one step's work (cached) outlives the stream.
-    At most ``refine_workers`` steps run at once: concurrent streams take turns step by step
-    rather than splitting the cores between several copies of the reference model."""
+    At most ``refine_workers`` steps run at once: concurrent streams take turns step by step, client
+    by client, rather than splitting the cores between several copies of the reference model."""
     t0, cfg = time.perf_counter(), boards.config
     try:
         default = await boards.ranked(boards.default_spec(spec), keep=True)
@@ -146,29 +151,24 @@ async def refine_events(boards: Boards, request: Request, spec: LeaderboardSpec)
             yield sse("error", {"message": str(e.detail)})
         else:
             yield _error_event(e)
+    finally:
+        if stream is not None:      # ``StreamLimit.open()``'s handle: the stream's place is free
+            stream.close()
 
 
 async def _refine_step(boards: Boards, spec: LeaderboardSpec, step: int):
-    """One ``service.refine`` call on a worker thread, holding a refinement slot until the thread
-    is done: a stream closed mid-step (its coroutine cancelled) does not hand its turn to the next
-    stream while its step is still running."""
-    await boards.refine_slots.acquire()
+    """One ``service.refine`` call on a worker thread. Step 0 judges nothing (the estimate from the
+    cache) and runs at once; a judging step waits for its turn on the refinement queue, client by
+    client. A stream closed mid-step (its coroutine cancelled) drops its step if it has not
+    started; one that has started finishes and is cached."""
+    call = functools.partial(boards.service.refine, spec, boards.config.reference, queries=step)
+    if not step:
+        return await asyncio.to_thread(call)
+    fut = boards.refine_queue.submit(call)
     try:
-        fut = asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(boards.service.refine, spec, boards.config.reference, queries=step))
-    except BaseException:
-        boards.refine_slots.release()
-        raise
-    fut.add_done_callback(_release(boards))
-    return await asyncio.shield(fut)
-
-
-def _release(boards: Boards):
-    def done(fut: asyncio.Future) -> None:
-        boards.refine_slots.release()
-        if not fut.cancelled() and fut.exception() is not None:   # retrieved: no "never retrieved" noise
-            log.debug("refinement step failed: %s", fut.exception())
-    return done
+        return await asyncio.wrap_future(fut)
+    finally:
+        fut.cancel()
 
 
 def _outcome(todo: list[Job]) -> list:
@@ -180,6 +180,11 @@ def _outcome(todo: list[Job]) -> list:
 
 
 def _error_event(e: BaseException) -> str:
+    if isinstance(e, QueueFull):
+        return sse("error", {"message": str(e), "retry_after_s": e.retry_after_s})
+    if isinstance(e, LLMJudgeError):      # the upstream's failure, told without a traceback
+        log.warning("judge failed: %s", e)
+        return sse("error", {"message": f"the judge failed: {e}", "upstream_status": e.status})
     if isinstance(e, USER_ERRORS):
         return sse("error", {"message": message(e)})
     log.error("ranking failed", exc_info=e)

@@ -1,0 +1,232 @@
+"""Bounded load against a running `usl serve` on loopback; prints the hardening figures.
+
+    usl --home H serve --port 8738 &                       # wait until it answers /api/health
+    python scripts/load_server.py --url http://127.0.0.1:8738 all
+
+Scenarios (each a fixed number of requests or a fixed duration; loopback addresses only, so one
+machine plays several clients: the server tells clients apart by address, and Linux answers on all
+of 127.0.0.0/8):
+
+- ``flood``: 20 clients send uncached boards (new criteria each time) continuously for 30 s, from
+  one address (one client's burst, ``--flood-from one``) or from 20 (``many``); a separate client
+  (127.0.0.2) asks for an uncached board every second. Prints its p50/p95 and every status seen.
+  A 503 is the server's deliberate "busy, Retry-After"; the flooding clients wait that long.
+- ``abandon``: 60 large boards (10 likes, 10 avoid, per-criterion breakdown) from 60 addresses,
+  each given up after 0.5 s, then one small board: its latency.
+- ``body``: a 100 MB body (the server's memory before and after), then 500 half-sent requests:
+  how long until the server has closed them all.
+- ``refine``: 8 refinement streams from one client, then another client's first refined event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+import httpx
+import psutil
+
+
+@dataclass
+class Tally:
+    latencies: list[float] = field(default_factory=list)
+    statuses: Counter = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, status: str, seconds: float) -> None:
+        with self.lock:
+            self.statuses[status] += 1
+            if status == "200":
+                self.latencies.append(seconds)
+
+
+def percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else float("nan")
+
+
+def client(address: str, timeout: float) -> httpx.Client:
+    return httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=timeout)
+
+
+def ask(c: httpx.Client, url: str, body: dict) -> tuple[str, float, float]:
+    """(status, seconds, retry_after) of one POST /api/leaderboard; a failure's status is its exception."""
+    t0 = time.perf_counter()
+    try:
+        r = c.post(url + "/api/leaderboard", json=body)
+    except httpx.HTTPError as e:
+        return type(e).__name__, time.perf_counter() - t0, 0.0
+    return str(r.status_code), time.perf_counter() - t0, float(r.headers.get("Retry-After", 0))
+
+
+def flood(url: str, clients: int, seconds: float, many: bool) -> dict:
+    stop = time.monotonic() + seconds
+    flooding, probe = Tally(), Tally()
+
+    def flooder(i: int) -> None:
+        with client(f"127.0.0.{10 + i}" if many else "127.0.0.1", 60) as c:
+            n = 0
+            while time.monotonic() < stop:
+                n += 1
+                status, took, retry = ask(c, url, {"likes": [f"flood {i} set {n}"], "per_criterion": False})
+                flooding.add(status, took)
+                if status == "503":
+                    time.sleep(min(retry, max(0.0, stop - time.monotonic())))
+
+    def prober() -> None:
+        with client("127.0.0.2", 60) as c:
+            n = 0
+            time.sleep(2.0)             # the flood is under way
+            while time.monotonic() < stop:
+                n += 1
+                status, took, _ = ask(c, url, {"likes": [f"probe set {n}"], "per_criterion": False})
+                probe.add(status, took)
+                time.sleep(max(0.0, 1.0 - took))
+
+    threads = [threading.Thread(target=flooder, args=(i,)) for i in range(clients)] + [threading.Thread(target=prober)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"scenario": f"flood ({clients} clients from {'20 addresses' if many else 'one address'}, {seconds:.0f} s)",
+            "probe_p50_s": round(statistics.median(probe.latencies), 3) if probe.latencies else None,
+            "probe_p95_s": round(percentile(probe.latencies, 0.95), 3), "probe_statuses": dict(probe.statuses),
+            "flood_statuses": dict(flooding.statuses),
+            "flood_p50_s": round(statistics.median(flooding.latencies), 3) if flooding.latencies else None,
+            "failures": sum(n for s, n in (flooding.statuses + probe.statuses).items() if s not in ("200", "503"))}
+
+
+def abandon(url: str, n: int = 60) -> dict:
+    large = {"likes": [f"large criterion {k}" for k in range(10)], "avoid": [f"avoided {k}" for k in range(10)]}
+    outcomes = Counter()
+
+    def give_up(i: int) -> None:
+        with client(f"127.0.1.{1 + i}", 0.5) as c:
+            status, _, _ = ask(c, url, {**large, "likes": [f"{x} #{i}" for x in large["likes"]]})
+            outcomes[status] += 1
+
+    threads = [threading.Thread(target=give_up, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with client("127.0.0.3", 60) as c:
+        status, took, _ = ask(c, url, {"likes": [f"one small criterion {time.time_ns()}"], "per_criterion": False})
+        time.sleep(5.0)
+        _, alone, _ = ask(c, url, {"likes": [f"another small criterion {time.time_ns()}"], "per_criterion": False})
+    return {"scenario": f"{n} abandoned large POSTs, then one small one", "abandoned": dict(outcomes),
+            "small_status": status, "small_s": round(took, 3), "small_alone_5s_later_s": round(alone, 3)}
+
+
+def server_process(url: str) -> psutil.Process:
+    port = urlparse(url).port
+    for conn in psutil.net_connections("tcp"):
+        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+            return psutil.Process(conn.pid)
+    raise SystemExit(f"no process listens on port {port}")
+
+
+def body(url: str, half_open: int = 500) -> dict:
+    host, port = urlparse(url).hostname, urlparse(url).port
+    proc = server_process(url)
+    before = proc.memory_info().rss
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(b"POST /api/leaderboard HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100000000\r\n\r\n")
+        sent = 0
+        try:
+            while sent < 100_000_000:
+                s.sendall(b"x" * 1_000_000)
+                sent += 1_000_000
+        except OSError:
+            pass
+        answer = s.recv(200).split(b"\r\n", 1)[0].decode()
+    time.sleep(0.5)
+    grew = proc.memory_info().rss - before
+
+    socks = []
+    for i in range(half_open):
+        s = socket.create_connection((host, port), timeout=30)
+        s.sendall([b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ",
+                   b"POST /api/leaderboard HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{", b""][i % 3])
+        socks.append(s)
+    t0 = time.monotonic()
+    last, still_open = 0.0, 0
+    for s in socks:
+        s.settimeout(max(0.1, 30 - (time.monotonic() - t0)))
+        try:
+            while s.recv(4096):
+                pass
+            last = time.monotonic() - t0
+        except ConnectionResetError:
+            last = time.monotonic() - t0
+        except (TimeoutError, socket.timeout):
+            still_open += 1
+        s.close()
+    return {"scenario": "100 MB body; 500 half-sent requests", "answer": answer,
+            "body_bytes_sent_before_refusal": sent, "server_rss_growth_mb": round(grew / 2**20, 1),
+            "half_open_closed_after_s": round(last, 1), "half_open_still_open_after_30s": still_open}
+
+
+def refine(url: str, streams: int = 8) -> dict:
+    statuses, refined = Counter(), Counter()
+    stop = threading.Event()
+
+    def hog(i: int) -> None:
+        with client("127.0.0.4", 600) as c, c.stream("GET", url + "/api/leaderboard/refine",
+                                                     params={"likes": f"refine hog {i}"}) as r:
+            statuses[str(r.status_code)] += 1
+            for line in r.iter_lines() if r.status_code == 200 else ():
+                if line.startswith("event: refined"):
+                    refined[i] += 1
+                if stop.is_set():
+                    return
+
+    threads = [threading.Thread(target=hog, args=(i,)) for i in range(streams)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (statuses and len(refined) >= statuses["200"] and
+                                               sum(statuses.values()) == streams):
+        time.sleep(0.1)
+    time.sleep(2.0)          # the hogs' judging steps are queued and running
+    with client("127.0.0.5", 120) as c:
+        t0 = time.perf_counter()
+        with c.stream("GET", url + "/api/leaderboard/refine", params={"likes": "another user's refine"}) as r:
+            first = None
+            for line in r.iter_lines():
+                if line.startswith("event: refined"):
+                    first = time.perf_counter() - t0
+                    break
+    stop.set()
+    for t in threads:
+        t.join(timeout=120)
+    return {"scenario": f"{streams} refine streams from one client, then another client's",
+            "hog_statuses": dict(statuses), "other_first_refined_s": None if first is None else round(first, 3)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("scenario", choices=["flood", "abandon", "body", "refine", "all"])
+    ap.add_argument("--url", default="http://127.0.0.1:8738")
+    ap.add_argument("--clients", type=int, default=20)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--flood-from", choices=["one", "many"], default="one")
+    args = ap.parse_args()
+    if urlparse(args.url).hostname not in ("127.0.0.1", "localhost"):
+        raise SystemExit("this load script runs against a loopback server only")
+    runs = {"flood": lambda: flood(args.url, args.clients, args.seconds, args.flood_from == "many"),
+            "abandon": lambda: abandon(args.url), "body": lambda: body(args.url), "refine": lambda: refine(args.url)}
+    for name in (runs if args.scenario == "all" else [args.scenario]):
+        print(json.dumps(runs[name]()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
