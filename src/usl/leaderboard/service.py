@@ -4,6 +4,7 @@ CONTRACT (owned by the leaderboard engine; the server codes against these signat
 
     svc = LeaderboardService(store, home=None)
     svc.benchmarks() -> list[str]
+    svc.prepare(benchmark, judge, progress=None) -> Judge   # precompute a judge's reading of the answers
     svc.topics(benchmark) -> list[usl.data.topics.Topic]
     svc.rank(spec: LeaderboardSpec, progress: Callable[[int, int], None] | None = None) -> Leaderboard
     svc.refine(spec, reference="crm", queries=0, seconds=None, progress=None) -> Leaderboard
@@ -165,6 +166,12 @@ class LeaderboardService:
             with self._lock:
                 self._no_unread.add(key)
         return n
+
+    def prepare(self, benchmark: str, judge: str, progress: Progress | None = None) -> Judge:
+        """Let ``judge`` precompute what it reads of ``benchmark``'s answers (``judge.prepare``, when it
+        has one), as the first board would: ``usl data add-model`` calls it so that the new model's
+        answers are read once, there, with progress, and not by the next board."""
+        return self._prepared(judge, self.answers(benchmark), progress)
 
     def _prepared(self, spec: str, data: Answers, progress: Progress | None) -> Judge:
         """The judge, after ``judge.prepare(queries, answers)`` on the whole benchmark when it has one.
