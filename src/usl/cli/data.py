@@ -148,6 +148,7 @@ def stats(
 from usl.cli import data_models as _dm  # noqa: E402
 
 _dm.register(app)
+_dm.register_votes(app)
 
 try:
     from usl.cli import data_train as _dt

@@ -1,4 +1,5 @@
-"""`usl data add-model` and `usl data remove-model`: one model in or out of a stored benchmark.
+"""`usl data add-model` and `usl data remove-model`: one model in or out of a stored benchmark; and
+`usl data export-votes`: the votes cast with "check the judge", for `usl eval`.
 
 Only that model's answers are written or deleted: the other models, the queries and the topics stay
 as they are, and the judge reads the new answers alone (its per-answer caches keep the rest).
@@ -63,6 +64,19 @@ def register(app: typer.Typer) -> None:
             bench_name = resolve_name(store, benchmark)
             saved = store_remove(store, bench_name, model)
         typer.echo(f"removed {model!r} from {bench_name!r}: now {len(saved.models)} models, version {saved.version}")
+
+
+def register_votes(app: typer.Typer) -> None:
+    @app.command("export-votes")
+    def export_votes(ctx: typer.Context,
+                     out: Path = typer.Argument(..., help="JSONL file to write (.gz to compress).")) -> None:
+        """Write the votes cast with "check the judge" in the paper's JSONL (for `usl eval --data FILE`)."""
+        from usl.data.paper_jsonl import write_samples
+        from usl.store.votes import vote_samples
+
+        with user_errors():
+            n = write_samples(out, vote_samples(ctx.obj.store()))
+        typer.echo(f"wrote {n} votes to {out}")
 
 
 def _read_answers(ctx: typer.Context, benchmark: str, judges: list[str]) -> None:

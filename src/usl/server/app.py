@@ -25,7 +25,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
 
 from usl.leaderboard.types import LeaderboardSpec
-from usl.server import reward, views
+from usl.server import reward, views, votes
 from usl.server.boards import Boards
 from usl.server.config import ServerConfig
 from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, LeaderboardResponse, SpecIn,
@@ -141,6 +141,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         return JSONResponse(payload, headers={"Content-Disposition": f'attachment; filename="{name}.json"'})
 
     app.include_router(reward.router(service, cfg.judges))
+    app.include_router(votes.router(boards, spec_query))
 
     static = resources.files("usl.server").joinpath("static")
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
