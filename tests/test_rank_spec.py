@@ -1,12 +1,16 @@
-"""`usl rank --spec FILE`: a saved board's spec ranks the same board, and says when what made it changed."""
+"""`usl rank --spec FILE` and the page's shared link: a recorded spec ranks the same board, and says when
+what made it (judge, data) changed."""
 
 from __future__ import annotations
 
 import json
+import re
 
+import pytest
 from typer.testing import CliRunner
 
 from server_real import make_tiny
+from test_browser import browser, page  # noqa: F401 - fixtures
 from usl.cli import app
 
 runner = CliRunner()
@@ -56,3 +60,26 @@ def test_a_bad_spec_is_one_line_naming_the_field(tmp_path):
         assert r.exit_code == 2 and message in r.output and len(r.output.strip().splitlines()) == 1, r.output
     r = usl(tmp_path, "rank", "--spec", str(f), "--criteria", "Concise")
     assert r.exit_code == 2 and "--spec gives the criteria" in r.output
+
+
+@pytest.mark.browser
+def test_a_shared_link_pins_the_judge_and_data_versions(page, tmp_path):
+    from server_real import usl_serve
+    from test_browser import wait_for_view
+
+    make_tiny(tmp_path)
+    with usl_serve(tmp_path, "--no-import", "--benchmark", "tiny", "--judge", "length", "--refine-with", "none") as url:
+        page.goto(url + "/?likes=Clear+explanations&topics=coding")
+        wait_for_view(page, "custom")
+        link = page.url
+        assert "judge_version=length%40" in link and "data_version=" in link
+        assert page.locator("#warnings li").count() == 0
+
+        stale = re.sub(r"data_version=[0-9a-f]+", "data_version=0123456789abcdef", link)
+        page.goto(stale)
+        wait_for_view(page, "custom")
+        warnings = page.locator("#warnings li").all_inner_texts()
+        assert any(w.startswith("This link was made with benchmark data 0123456789abcdef") for w in warnings)
+        assert not any("judge" in w for w in warnings)
+        assert "data_version=0123456789abcdef" not in page.url        # the link now names this board's data
+        assert page.errors == []
