@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,12 +34,18 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODELS = "alpaca-7b_concise,gpt-3.5-turbo-1106_verbose,Mixtral-8x7B-Instruct-v0.1_concise"
 
 
+CPU = {"s": 0.0}   # CPU seconds (user + system) of the last command: less sensitive to other load than wall time
+
+
 def usl(home: str, *args: str) -> tuple[float, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "usl.cli", "--home", home, *args], capture_output=True, text=True,
                          env=env)
     took = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU["s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if out.returncode != 0:
         raise SystemExit(f"usl {' '.join(args)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
     return took, out.stdout
@@ -52,6 +59,14 @@ def cached_answers(home: str) -> int:
         with np.load(seg) as z:
             n += len(z["key"])
     return n
+
+
+def _read_seconds(out: str) -> float | None:
+    """What add-model reports for the judge reading the new answers."""
+    for line in out.splitlines():
+        if line.startswith("judge ") and "answers read in" in line:
+            return float(line.rsplit(" ", 1)[1].rstrip("s"))
+    return None
 
 
 def main() -> None:
@@ -68,17 +83,21 @@ def main() -> None:
         before = cached_answers(args.home)
         load = os.getloadavg()[0]
         t_add, out = usl(args.home, "data", "add-model", str(Path(args.outputs) / f"{model}.json.gz"))
+        cpu_add = CPU["s"]
         t_rank, board = usl(args.home, "rank", "--criteria", f"Answers that a busy reader can act on, #{time.time():.0f}{i}",
                             "--avoid", "Filler", "--format", "json")
+        cpu_rank = CPU["s"]
         rows = {r["model"]: r for r in json.loads(board)["rows"]}
         grew = cached_answers(args.home) - before
         answered = next(int(line.split()[1]) for line in out.splitlines() if "queries answered" in line)
         run = {"model": model, "add_s": round(t_add, 1), "rank_s": round(t_rank, 1),
-               "total_s": round(t_add + t_rank, 1), "answers_added": answered, "answers_embedded": grew,
+               "total_s": round(t_add + t_rank, 1), "add_cpu_s": round(cpu_add, 1), "rank_cpu_s": round(cpu_rank, 1),
+               "read_s": _read_seconds(out), "answers_added": answered, "answers_embedded": grew,
                "on_board": model in rows, "win_rate": rows.get(model, {}).get("win_rate"),
                "models_on_board": len(rows), "load_avg_1m": round(load, 2)}
         print(json.dumps(run), flush=True)
-        if not run["on_board"] or grew not in (0, answered):
+        # answers the bank holds already (the same text as another model's answer to the query) are not embedded again
+        if not run["on_board"] or grew > answered:
             raise SystemExit(f"{model}: not on the board, or {grew} answers embedded for {answered} new ones")
         runs.append(run)
         if not args.keep:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -33,11 +34,17 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
+CPU = {"s": 0.0}   # CPU seconds of the last command (user + system): less sensitive to other load than wall time
+
+
 def rank(home: str, criteria: str, *extra: str) -> tuple[float, dict]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "usl.cli", "--home", home, "rank", "--criteria", criteria,
                           "--avoid", "Filler", "--format", "json", *extra], capture_output=True, text=True, env=ENV)
     took = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU["s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if out.returncode != 0:
         raise SystemExit(f"usl rank failed:\n{out.stderr[-2000:]}")
     return took, json.loads(out.stdout)
@@ -62,7 +69,7 @@ def main() -> None:
     for c in criteria[:args.runs]:
         t, last_local = rank(args.home, c, "--no-server")
         local.append(t)
-        print(json.dumps({"way": "in-process", "wall_s": round(t, 2), "load_avg_1m": round(os.getloadavg()[0], 2)}),
+        print(json.dumps({"way": "in-process", "wall_s": round(t, 2), "cpu_s": round(CPU["s"], 2), "load_avg_1m": round(os.getloadavg()[0], 2)}),
               flush=True)
 
     port = free_port()
@@ -83,7 +90,7 @@ def main() -> None:
         for c in criteria[args.runs:]:
             t, last_remote = rank(args.home, c)
             remote.append(t)
-            print(json.dumps({"way": "via serve", "wall_s": round(t, 2), "load_avg_1m": round(os.getloadavg()[0], 2)}),
+            print(json.dumps({"way": "via serve", "wall_s": round(t, 2), "cpu_s": round(CPU["s"], 2), "load_avg_1m": round(os.getloadavg()[0], 2)}),
                   flush=True)
         _, same = rank(args.home, criteria[args.runs - 1])       # the last in-process criteria, through the server
         if [r["model"] for r in same["rows"]] != [r["model"] for r in last_local["rows"]] or \

@@ -170,3 +170,29 @@ def test_the_default_judge_reads_only_the_new_answers(home, tmp_path):
     judge.bank._add = None        # a cache miss would call it and fail
     fresh.prepare("alpaca_eval", "default")
     assert len(judge.bank) == n_before + 16
+
+
+def test_answer_cache_segments_merge_and_keep_every_answer(tmp_path):
+    """Each preload of new answers writes a segment; past MAX_SEGMENTS they are merged into one, and a
+    new bank finds every answer again, rows unchanged (the arrays are set here, not embedded)."""
+    from usl.crm.answer_bank import MAX_SEGMENTS, AnswerBank
+
+    def bank():
+        return AnswerBank(static=None, cache_dir=tmp_path)
+
+    writer, rng = bank(), np.random.default_rng(0)
+    folder = writer._cache_folder()
+    keys = [(f"q{i}", f"answer {i}") for i in range(3 * (MAX_SEGMENTS + 2))]
+    for start in range(0, len(keys), 3):                       # one segment per 3 answers
+        part = keys[start:start + 3]
+        writer._append(part, rng.normal(size=(3, 384)).astype(np.float32),
+                       rng.normal(size=(3, len(writer.feature_names))).astype(np.float32),
+                       rng.normal(size=3).astype(np.float32))
+        writer._save_segment(folder, part)
+    assert 1 < len(writer._segments(folder)) <= MAX_SEGMENTS
+    reader = bank()
+    reader._load_cached(folder, keys[::-1])
+    assert len(reader) == len(keys)
+    for k in keys:
+        assert np.array_equal(reader.r[reader._index[k]], writer.r[writer._index[k]])
+        assert reader.cos_q[reader._index[k]] == writer.cos_q[writer._index[k]]

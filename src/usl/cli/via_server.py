@@ -69,8 +69,15 @@ def rank(home: Path, spec, timeout_s: float = 120.0):
     if r.status_code != 200:
         log.info("usl serve at %s answered %d; ranking here", url, r.status_code)
         return None
-    lb = r.json()["leaderboard"]
-    rows = tuple(Row(**(row | {"ci": tuple(row["ci"])})) for row in lb["rows"])
+    try:
+        lb = r.json()["leaderboard"]
+        fields = set(Row.__dataclass_fields__)
+        rows = tuple(Row(**({k: v for k, v in row.items() if k in fields} | {"ci": tuple(row["ci"])}))
+                     for row in lb["rows"])
+        board = Leaderboard(spec=lb["spec"], rows=rows, criteria_breakdown=lb["criteria_breakdown"],
+                            warnings=tuple(lb["warnings"]), criteria_contribution=lb["criteria_contribution"])
+    except (ValueError, KeyError, TypeError) as e:
+        log.info("usl serve at %s answered a board this command cannot read (%s); ranking here", url, e)
+        return None
     log.info("ranked by usl serve at %s", url)
-    return Leaderboard(spec=lb["spec"], rows=rows, criteria_breakdown=lb["criteria_breakdown"],
-                       warnings=tuple(lb["warnings"]), criteria_contribution=lb["criteria_contribution"])
+    return board

@@ -170,8 +170,9 @@ class LeaderboardService:
     def prepare(self, benchmark: str, judge: str, progress: Progress | None = None) -> Judge:
         """Let ``judge`` precompute what it reads of ``benchmark``'s answers (``judge.prepare``, when it
         has one), as the first board would: ``usl data add-model`` calls it so that the new model's
-        answers are read once, there, with progress, and not by the next board."""
-        return self._prepared(judge, self.answers(benchmark), progress)
+        answers are read once, there, with progress, and not by the next board. It goes the way every
+        board starts (``_board_context``), so what a judge reads ahead of a board it reads here."""
+        return self._board_context(LeaderboardSpec(benchmark=benchmark, judge=judge), progress)[1]
 
     def _prepared(self, spec: str, data: Answers, progress: Progress | None) -> Judge:
         """The judge, after ``judge.prepare(queries, answers)`` on the whole benchmark when it has one.

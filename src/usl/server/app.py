@@ -2,7 +2,9 @@
 
 The service is anything with the ``LeaderboardService`` methods (``benchmarks``, ``topics``,
 ``rank``, ``examples``, ``contradictions``); the server adds validation, sharing of running
-jobs, progress streaming and export, and never decides a result itself.
+jobs, progress streaming and export, and never decides a result itself. The reward routes
+(``reward.py``) and the "check the judge" routes (``votes.py``) live in their own modules and also use
+``judge``, ``answers``, ``vote_pairs`` and ``pair_probabilities``.
 
 Every leaderboard request is a ``SpecIn``: as a JSON body (``POST /api/leaderboard``) or as URL
 query parameters (``likes=..&likes=..&topics=..``), the same parameters the page keeps in its
