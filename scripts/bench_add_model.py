@@ -12,7 +12,7 @@ For each model, as a new user would type them, each a fresh process:
 2. ``usl rank --criteria ... --format json`` with criteria never asked before (the board with the new
    model, all topics, CIs, per-criterion breakdown).
 
-Target (issue): the two together <= 60 s on the 2-core CPU. The script checks that the new model is on
+Target: the two together <= 60 s on the 2-core CPU. The script checks that the new model is on
 the board and that the answer cache grew by that model's answers alone; the model is removed again
 afterwards (``--keep`` keeps it), so a rerun on the same home times warm caches: pass other models.
 Load average is printed: the timings are wall-clock on a shared machine.

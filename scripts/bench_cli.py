@@ -10,7 +10,7 @@ DIR is a data directory whose default board has been ranked once (``usl --home D
    ``usl rank`` finds it through the data directory and asks it.
 
 Each run is a fresh process, wall clock from start to exit, with new criteria each time (so no cached
-board answers it) and the default options (all topics, CIs, per-criterion breakdown). Target (issue):
+board answers it) and the default options (all topics, CIs, per-criterion breakdown). Target:
 <= 2 s. The two ways must give the same rows (checked on the last run). Load average is printed: the
 machine is shared.
 """
