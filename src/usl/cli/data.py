@@ -155,7 +155,12 @@ def stats(
         typer.echo(f"  {m['name']:<{width}}  {m['answers']:>5} answers{flag}")
 
 
-# `usl data build-train ...` and friends live in their own module.
+# `usl data add-model` / `remove-model` and `usl data build-train ...` live in their own modules.
+from usl.cli import data_models as _dm  # noqa: E402
+
+_dm.register(app)
+_dm.register_votes(app)
+
 try:
     from usl.cli import data_train as _dt
 except ImportError as e:  # pragma: no cover - only while that module is being written

@@ -69,18 +69,40 @@ def rank(ctx: typer.Context,
          refine_seconds: Optional[float] = typer.Option(None, "--refine-seconds", min=0,
                                                         help="With --refine: stop judging after about this long "
                                                              "(checked between queries)."),
+         spec_file: Optional[str] = typer.Option(None, "--spec", help="Rank by the spec a board records: a file of "
+                                                                      "`usl rank --format json` (or its 'spec' alone); "
+                                                                      "warns when the judge or data differ from the "
+                                                                      "recorded ones."),
+         use_server: bool = typer.Option(True, "--server/--no-server",
+                                         help="Rank through a `usl serve` running on this data directory when "
+                                              "there is one (the same board, without loading the judge here)."),
          ) -> None:
     with user_errors():
         if fmt not in FORMATS:
             raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-        spec = _spec(criteria, avoid, topics, use_case, judge, baseline, benchmark, n_bootstrap, seed, per_criterion)
-        svc = _service(ctx)
+        recorded = None
+        if spec_file is not None:
+            if criteria or avoid or topics.strip() or use_case.strip():
+                raise ValueError("--spec gives the criteria, topics and use case; leave out --criteria, --avoid, "
+                                 "--topics and --use-case")
+            spec, recorded = _read_spec(spec_file)
+        else:
+            spec = _spec(criteria, avoid, topics, use_case, judge, baseline, benchmark, n_bootstrap, seed,
+                         per_criterion)
         if refine is None and (refine_queries is not None or refine_seconds is not None):
             raise ValueError("--refine-queries and --refine-seconds need --refine JUDGE")
-        if refine is not None:
-            svc.judge(refine)      # a wrong reference fails now, not after the fast board
-        with _progress() as progress:
-            board = svc.rank(spec, progress=progress)
+        board = None
+        if use_server and refine is None and not reference and (spec.n_bootstrap, spec.seed) == (1000, 0):
+            from usl import paths
+            from usl.cli import via_server
+
+            board = via_server.rank(paths.home(ctx.obj.home), spec)
+        if board is None:
+            svc = _service(ctx)
+            if refine is not None:
+                svc.judge(refine)      # a wrong reference fails now, not after the fast board
+            with _progress() as progress:
+                board = svc.rank(spec, progress=progress)
         if refine is not None:
             with _progress("refining", "query") as progress:
                 board = svc.refine(spec, refine, queries=refine_queries, seconds=refine_seconds, progress=progress)
@@ -88,6 +110,10 @@ def rank(ctx: typer.Context,
         if reference:
             out["reference"] = _reference(svc, spec, board, reference, refined=refine is not None)
         _emit_warnings(board.warnings)
+        if recorded is not None:
+            from usl.leaderboard.types import drift
+
+            _emit_warnings(drift(recorded, board.spec))
         if fmt == "json":
             typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
         else:
@@ -169,6 +195,16 @@ def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=Non
     return LeaderboardSpec(benchmark=benchmark, topics=topic_names,
                            use_case=use_case, judge=judge, baseline=baseline, n_bootstrap=n_bootstrap, seed=seed,
                            per_criterion=per_criterion, **kw)
+
+
+def _read_spec(path: str):
+    """(the spec, what the file recorded) from a saved board or a bare spec."""
+    from usl.data.io import read_json
+    from usl.leaderboard.types import LeaderboardSpec
+
+    found = read_json(path)
+    recorded = found.get("spec") if isinstance(found, dict) and "rows" in found else found
+    return LeaderboardSpec.from_json(recorded, where=f"{path}: spec"), recorded
 
 
 def _service(ctx: typer.Context):

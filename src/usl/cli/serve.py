@@ -8,6 +8,8 @@ terminal, so that ``usl serve`` alone gives a working leaderboard.
 from __future__ import annotations
 
 import logging
+import signal
+import sys
 import time
 from typing import List, Optional
 
@@ -77,8 +79,18 @@ def register(app: typer.Typer) -> None:
         warning = exposure_warning(access, port)
         if warning:
             typer.echo(warning, err=True)
-        uvicorn.Server(uvicorn_config(web, host, port, config.connection, log_level="warning",
-                                      access_log=False)).run()
+        from usl.cli import via_server
+
+        local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        record = via_server.announce(paths.home(ctx.obj.home), f"http://{local}:{port}")
+        # uvicorn shuts down on SIGTERM, then raises it again with the handler it found: make that an exit
+        # that runs the finally clause, so the record goes with the server.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        try:            # `usl rank` on this data directory asks this server while it runs
+            uvicorn.Server(uvicorn_config(web, host, port, config.connection, log_level="warning",
+                                          access_log=False)).run()
+        finally:
+            via_server.withdraw(record)
 
 
 def default_judges(benchmark: str) -> tuple[str, ...]:

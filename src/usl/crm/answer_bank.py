@@ -3,15 +3,19 @@
 ``AnswerBank.rows(queries, answers)`` returns row indices into growing arrays ``r`` (static MiniLM
 answer vector), ``feats`` (raw style features, then the register scores of ``register.py`` when the
 model has a register scorer) and ``cos_q`` (query-answer cosine). Rows are
-keyed by the (query, answer) strings, so the same answer is embedded once per process; a whole
-benchmark's arrays are also saved to the cache directory as one ``.npz`` keyed by a content hash,
-so a restart loads them in well under a second instead of recomputing.
+keyed by the (query, answer) strings, so the same answer is embedded once per process. ``preload``
+also keeps them in the cache directory, keyed per answer: a folder per bank layout (features and
+register scorer) of segment files, each holding the rows of the answers first computed together
+with a hash of each (query, answer). A restart loads a benchmark's rows in well under a second, and a
+benchmark that gains a model computes that model's answers alone (a cache keyed by the whole answer
+set would recompute all 21k). Many small segments are merged into one now and then.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import zipfile
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -24,7 +28,8 @@ from usl.crm.static_embed import StaticEmbedder
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
-BANK_VERSION = "bank-v1"
+BANK_VERSION = "bank-v2"
+MAX_SEGMENTS = 8   # more segment files than this are merged into one
 
 
 class AnswerBank:
@@ -57,35 +62,93 @@ class AnswerBank:
 
     def preload(self, queries: Sequence[str], answers: Sequence[str],
                 progress: Progress | None = None) -> np.ndarray:
-        """Like ``rows`` but loads/saves the whole set as one cached file (a benchmark's answers)."""
+        """Like ``rows``, but reads answers computed before from the cache directory and saves the
+        ones it computes there (a benchmark's answers)."""
         keys = list(dict.fromkeys(zip(queries, answers)))
-        path = self._cache_path(keys)
-        if path is not None and path.exists() and not all(k in self._index for k in keys):
-            try:
-                z = np.load(path)
-                self._append(keys, z["r"], z["feats"], z["cos_q"])
-            except (OSError, ValueError, KeyError) as e:  # a torn file: recompute
-                log.warning("ignoring unreadable answer cache %s (%s)", path, e)
+        folder = self._cache_folder()
+        if folder is not None:
+            self._load_cached(folder, [k for k in keys if k not in self._index])
+            if not self._segments(folder):
+                self._load_whole_set(keys)
+        new = [k for k in keys if k not in self._index]
         rows = self.rows(queries, answers, progress)
-        if path is not None and not path.exists():
-            idx = np.fromiter((self._index[k] for k in keys), dtype=np.int64, count=len(keys))
-            atomic.savez(path, r=self.r[idx], feats=self.feats[idx], cos_q=self.cos_q[idx])
+        if folder is not None and keys and (new or not self._segments(folder)):
+            self._save_segment(folder, new or keys)
         return rows
 
-    def _cache_path(self, keys: list[tuple[str, str]]) -> Path | None:
+    def _cache_folder(self) -> Path | None:
         if self.cache_dir is None:
             return None
         h = hashlib.sha256(BANK_VERSION.encode())
         h.update(",".join(self.feature_names).encode())
         if self.register is not None:
             h.update(self.register.fingerprint.encode())
+        return self.cache_dir / f"bank_{h.hexdigest()[:20]}"
+
+    def _load_whole_set(self, keys: list[tuple[str, str]]) -> None:
+        """Rows from a cache of the earlier layout: one file per answer set (``bank-v1``), so that a
+        data directory made before per-answer keys is not recomputed; they are saved as a segment."""
+        h = hashlib.sha256(b"bank-v1")
+        h.update(",".join(self.feature_names).encode())
+        if self.register is not None:
+            h.update(self.register.fingerprint.encode())
         for q, a in keys:
-            h.update(q.encode())
-            h.update(b"\0")
-            h.update(a.encode())
-            h.update(b"\1")
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        return self.cache_dir / f"answers_{h.hexdigest()[:20]}.npz"
+            h.update(q.encode() + b"\0" + a.encode() + b"\1")
+        path = self.cache_dir / f"answers_{h.hexdigest()[:20]}.npz"
+        if path.exists():
+            try:
+                with np.load(path, allow_pickle=False) as z:
+                    self._append(keys, z["r"], z["feats"], z["cos_q"])
+            except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+                log.warning("ignoring unreadable answer cache %s (%s)", path, e)
+
+    @staticmethod
+    def _key_hash(key: tuple[str, str]) -> str:
+        h = hashlib.sha256(key[0].encode())
+        h.update(b"\0")
+        h.update(key[1].encode())
+        return h.hexdigest()[:32]
+
+    def _segments(self, folder: Path) -> list[Path]:
+        return sorted(folder.glob("seg_*.npz")) if folder.is_dir() else []
+
+    def _load_cached(self, folder: Path, wanted: list[tuple[str, str]]) -> None:
+        """Append the rows of ``wanted`` that some segment holds."""
+        by_hash = {self._key_hash(k): k for k in wanted}
+        for seg in self._segments(folder):
+            if not by_hash:
+                return
+            try:
+                with np.load(seg, allow_pickle=False) as z:
+                    hashes = z["key"].tolist()
+                    take = [i for i, h in enumerate(hashes) if h in by_hash]
+                    if take:
+                        self._append([by_hash[hashes[i]] for i in take], z["r"][take], z["feats"][take],
+                                     z["cos_q"][take])
+            except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:  # a torn file: recompute
+                log.warning("ignoring unreadable answer cache %s (%s)", seg, e)
+                continue
+            for i in take:
+                by_hash.pop(hashes[i], None)
+
+    def _save_segment(self, folder: Path, keys: list[tuple[str, str]]) -> None:
+        """Save the rows of ``keys`` as a segment; past ``MAX_SEGMENTS`` files, merge them all into one."""
+        idx = np.fromiter((self._index[k] for k in keys), dtype=np.int64, count=len(keys))
+        arrays = {"key": np.array([self._key_hash(k) for k in keys]), "r": self.r[idx], "feats": self.feats[idx],
+                  "cos_q": self.cos_q[idx]}
+        segments = self._segments(folder)
+        if len(segments) >= MAX_SEGMENTS:
+            arrays = _merged([_read(seg) for seg in segments] + [arrays])
+        name = folder / f"seg_{hashlib.sha256(''.join(arrays['key'].tolist()).encode()).hexdigest()[:20]}.npz"
+        try:
+            atomic.savez(name, **arrays)
+        except OSError as e:  # a full disk or a read-only home costs a recomputation later, not the run
+            log.warning("could not write the answer cache in %s (%s)", folder, e)
+            return
+        if len(segments) >= MAX_SEGMENTS:
+            for seg in segments:
+                if seg != name:
+                    seg.unlink(missing_ok=True)
 
     def _add(self, keys: list[tuple[str, str]], progress: Progress | None) -> None:
         from tqdm.auto import tqdm
@@ -127,3 +190,21 @@ class AnswerBank:
         self.r = np.concatenate([self.r, r[fresh]])
         self.feats = np.concatenate([self.feats, feats[fresh]])
         self.cos_q = np.concatenate([self.cos_q, cos_q[fresh]])
+
+
+def _read(segment: Path) -> dict[str, np.ndarray] | None:
+    try:
+        with np.load(segment, allow_pickle=False) as z:
+            return {k: z[k] for k in ("key", "r", "feats", "cos_q")}
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+        log.warning("dropping unreadable answer cache %s (%s)", segment, e)
+        return None
+
+
+def _merged(parts: list[dict[str, np.ndarray] | None]) -> dict[str, np.ndarray]:
+    """The segments' rows as one, each answer once (its first row)."""
+    parts = [p for p in parts if p is not None]
+    joined = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    _, first = np.unique(joined["key"], return_index=True)
+    keep = np.sort(first)
+    return {k: v[keep] for k, v in joined.items()}

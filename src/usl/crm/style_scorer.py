@@ -200,7 +200,7 @@ class StyleScorer:
 
         with torch.inference_mode():
             for s in tqdm(range(0, len(order), batch), desc="style scores", unit="batch",
-                          disable=len(order) < 20 * batch):
+                          disable=len(order) < 4 * batch):
                 idx = order[s:s + batch]
                 part = [texts[i] for i in idx]
                 out[idx] = sum(_pooled_scores(tok, enc, head, part, self.cfg.max_len, device).cpu().numpy()

@@ -4,6 +4,7 @@ CONTRACT (owned by the leaderboard engine; the server codes against these signat
 
     svc = LeaderboardService(store, home=None)
     svc.benchmarks() -> list[str]
+    svc.prepare(benchmark, judge, progress=None) -> Judge   # precompute a judge's reading of the answers
     svc.topics(benchmark) -> list[usl.data.topics.Topic]
     svc.rank(spec: LeaderboardSpec, progress: Callable[[int, int], None] | None = None) -> Leaderboard
     svc.refine(spec, reference="crm", queries=0, seconds=None, progress=None) -> Leaderboard
@@ -174,6 +175,13 @@ class LeaderboardService:
         grid = data.grid(baseline, models, tuple(q.id for q in data.benchmark.queries))
         return data.pair_texts(grid, baseline)
 
+    def prepare(self, benchmark: str, judge: str, progress: Progress | None = None) -> Judge:
+        """Let ``judge`` precompute what it reads of ``benchmark``'s answers (``judge.prepare``, when it
+        has one), as the first board would: ``usl data add-model`` calls it so that the new model's
+        answers are read once, there, with progress, and not by the next board. It goes the way every
+        board starts (``_board_context``), so what a judge reads ahead of a board it reads here."""
+        return self._board_context(LeaderboardSpec(benchmark=benchmark, judge=judge), progress)[1]
+
     def _prepared(self, spec: str, data: Answers, progress: Progress | None) -> Judge:
         """The judge, after ``judge.prepare(queries, answers)`` on the whole benchmark when it has one.
 
@@ -332,6 +340,42 @@ class LeaderboardService:
             qid = sel.query_ids[j]
             out.append(Example(qid, data.query_text[qid], model, data.responses[(qid, model)], baseline,
                                data.responses[(qid, baseline)], float(row[j]), sel.topic_map.get(qid, "")))
+        return out
+
+    def vote_pairs(self, spec: LeaderboardSpec, n: int = 10, seed: int | None = None) -> list[Example]:
+        """``n`` pairs to vote on from the spec's selection: distinct queries in a random order, each with
+        a random model's answer beside the baseline's, ``p_model_wins`` as the board's judge gives it."""
+        data, judge, baseline, models, sel = self._board_context(spec, None)
+        s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
+        rng = np.random.default_rng(seed)
+        out = []
+        for j in rng.permutation(len(sel.query_ids)).tolist():
+            answered = np.flatnonzero(~np.isnan(s[:, j]))
+            if len(answered):
+                i, qid = int(rng.choice(answered)), sel.query_ids[j]
+                out.append(Example(qid, data.query_text[qid], models[i], data.responses[(qid, models[i])], baseline,
+                                   data.responses[(qid, baseline)], float(s[i, j]), sel.topic_map.get(qid, "")))
+            if len(out) == n:
+                break
+        return out
+
+    def pair_probabilities(self, spec: LeaderboardSpec, pairs: list[tuple[str, str]]) -> dict[str, list[float]]:
+        """P(model's answer beats the baseline's) for each (query id, model) of ``pairs``: under the spec's
+        criteria (key ``""``) and, with two or more, under each criterion alone (keys as the breakdown's)."""
+        data, judge, baseline, models, _ = self._board_context(spec, None)
+        qids = tuple(dict.fromkeys(q for q, _ in pairs))
+        unknown = [(q, m) for q, m in pairs if m not in models or (q, m) not in data.responses
+                   or (q, baseline) not in data.responses]
+        if unknown:
+            raise ValueError(f"no pair of answers for query {unknown[0][0]!r} and model {unknown[0][1]!r}")
+        parts = [("", spec.criteria)]
+        c = spec.criteria.canonical()
+        if len(c.likes) + len(c.avoid) >= 2:
+            parts += [(x, Criteria((x,))) for x in c.likes] + [(f"Avoid: {x}", Criteria((), (x,))) for x in c.avoid]
+        out = {}
+        for label, crit in parts:
+            s = self._score(data, judge, crit, baseline, models, qids, None)
+            out[label] = [float(s[models.index(m), qids.index(q)]) for q, m in pairs]
         return out
 
     def contradictions(self, criteria: Criteria, embeddings: bool = True) -> list[str]:

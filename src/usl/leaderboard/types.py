@@ -26,6 +26,55 @@ class LeaderboardSpec:
         d["criteria"] = {"likes": list(self.criteria.likes), "avoid": list(self.criteria.avoid)}
         return d
 
+    @classmethod
+    def from_json(cls, d: dict, where: str = "spec") -> "LeaderboardSpec":
+        """The spec a board records (``to_json`` and the versions beside it, which are left for
+        ``drift``); a field of the wrong type or an unknown one raises ``ValueError`` naming it."""
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: expected an object")
+        recorded = {"benchmark_version", "judge_identity", "n_queries", "query_set", "topic_names", "length_control",
+                    "win_rate", "rank", "usl_version", "git_commit", "refinement"}
+        unknown = sorted(set(d) - set(cls.__dataclass_fields__) - recorded)
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        kw = {}
+        for name, kind in (("benchmark", str), ("use_case", str), ("judge", str), ("n_bootstrap", int),
+                           ("seed", int), ("per_criterion", bool)):
+            if name in d:
+                if not isinstance(d[name], kind) or (kind is int and isinstance(d[name], bool)):
+                    raise ValueError(f"{where}.{name}: expected {kind.__name__}, got {type(d[name]).__name__}")
+                kw[name] = d[name]
+        if d.get("baseline") is not None:
+            if not isinstance(d["baseline"], str):
+                raise ValueError(f"{where}.baseline: expected a string or null")
+            kw["baseline"] = d["baseline"]
+        if "topics" in d:
+            kw["topics"] = tuple(_strings(d["topics"], f"{where}.topics"))
+        if "criteria" in d:
+            c = d["criteria"]
+            if not isinstance(c, dict) or set(c) - {"likes", "avoid"}:
+                raise ValueError(f"{where}.criteria: expected {{\"likes\": [...], \"avoid\": [...]}}")
+            kw["criteria"] = Criteria(tuple(_strings(c.get("likes", []), f"{where}.criteria.likes")),
+                                      tuple(_strings(c.get("avoid", []), f"{where}.criteria.avoid")))
+        return cls(**kw)
+
+
+def drift(recorded: dict, now: dict) -> list[str]:
+    """How the board made now from a recorded spec differs in what made it (judge, data, queries)."""
+    out = []
+    for key, what in (("judge_identity", "judge"), ("benchmark_version", "benchmark data"),
+                      ("query_set", "selected queries")):
+        if recorded.get(key) and now.get(key) and recorded[key] != now[key]:
+            out.append(f"the spec was recorded with {what} {recorded[key]}, this board has {now[key]}: "
+                       "its figures may differ from the recorded board's")
+    return out
+
+
+def _strings(values, where: str) -> list[str]:
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ValueError(f"{where}: expected a list of strings")
+    return values
+
 
 @dataclass(frozen=True)
 class Row:
@@ -49,6 +98,24 @@ class Leaderboard:
     warnings: tuple[str, ...] = ()
     # criterion -> share of the combined board it explains (non-negative weights summing to 1)
     criteria_contribution: dict[str, float] = field(default_factory=dict)
+
+    def records(self) -> list[dict]:
+        """The rows as plain dicts, flat: ``ci`` as ``ci_low``/``ci_high``, each topic as ``topic:NAME``."""
+        out = []
+        for r in self.rows:
+            d = asdict(r)
+            low, high = d.pop("ci")
+            topics = d.pop("topics")
+            out.append(d | {"ci_low": low, "ci_high": high} | {f"topic:{t}": v for t, v in topics.items()})
+        return out
+
+    def to_pandas(self):
+        """The rows as a ``pandas.DataFrame`` indexed by model (needs pandas)."""
+        try:
+            import pandas as pd
+        except ImportError as e:
+            raise ImportError("to_pandas needs pandas (pip install pandas); records() gives plain dicts") from e
+        return pd.DataFrame.from_records(self.records()).set_index("model")
 
     def to_json(self) -> dict:
         return {"spec": self.spec, "rows": [asdict(r) | {"ci": list(r.ci)} for r in self.rows],

@@ -2,7 +2,9 @@
 
 The service is anything with the ``LeaderboardService`` methods (``benchmarks``, ``topics``,
 ``rank``, ``examples``, ``contradictions``); the server adds validation, sharing of running
-jobs, progress streaming and export, and never decides a result itself.
+jobs, progress streaming and export, and never decides a result itself. The reward routes
+(``reward.py``) and the "check the judge" routes (``votes.py``) live in their own modules and also use
+``judge``, ``answers``, ``vote_pairs`` and ``pair_probabilities``.
 
 Every leaderboard request is a ``SpecIn``: as a JSON body (``POST /api/leaderboard``) or as URL
 query parameters (``likes=..&likes=..&topics=..``), the same parameters the page keeps in its
@@ -27,7 +29,7 @@ from pydantic import ValidationError
 from usl.judges.llm_api import LLMJudgeError
 from usl.judges.redact import public_judge
 from usl.leaderboard.types import LeaderboardSpec
-from usl.server import views
+from usl.server import reward, views, votes
 from usl.server.boards import Boards
 from usl.server.config import ServerConfig
 from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, LeaderboardResponse, SpecIn,
@@ -157,6 +159,9 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         payload = await boards.full(await boards.resolve(s), refined=refined)
         name = "usl_leaderboard_refined" if refined else "usl_leaderboard"
         return JSONResponse(payload, headers={"Content-Disposition": f'attachment; filename="{name}.json"'})
+
+    app.include_router(reward.router(service, cfg.judges))
+    app.include_router(votes.router(boards, spec_query))
 
     static = resources.files("usl.server").joinpath("static")
     app.mount("/static", StaticFiles(directory=str(static)), name="static")

@@ -60,6 +60,60 @@ def save_benchmark(store: Store, benchmark: Benchmark, responses: Iterable[Respo
     return saved
 
 
+def add_model(store: Store, name: str, model: str, responses: Iterable[Response], *,
+              replace: bool = False) -> Benchmark:
+    """Add one model's answers to a stored benchmark (or, with ``replace``, swap an added model's
+    answers for these) in one transaction; the other models, the queries and the topics stay as
+    they are. Returns the benchmark with its new content version."""
+    responses = list(responses)
+    with store.transaction() as con:
+        bench = load_benchmark(store, name)
+        if model == bench.baseline:
+            raise DataError(f"{model!r} is the baseline of benchmark {name!r}: every board is judged against its "
+                            "answers; import the benchmark again to change them")
+        if model in bench.models and not replace:
+            raise DataError(f"model {model!r} is already in benchmark {name!r}; pass --replace to replace its "
+                            f"answers, or --name to add it under another name")
+        if any(r.model != model for r in responses):
+            raise DataError(f"answers of another model than {model!r} given to add_model")
+        models = bench.models if model in bench.models else bench.models + (model,)
+        _validate(Benchmark(name, bench.queries, models, bench.baseline), responses)
+        con.execute("DELETE FROM responses WHERE benchmark=? AND model=?", (name, model))
+        con.execute("INSERT OR IGNORE INTO models(benchmark, name) VALUES (?,?)", (name, model))
+        con.executemany("INSERT INTO responses(benchmark, query_id, model, text) VALUES (?,?,?,?)",
+                        [(name, r.query_id, r.model, r.text) for r in responses])
+        version = _refresh_version(con, bench, models)
+    log.info("%s model %r in benchmark %r: %d answers (version %s)", "replaced" if model in bench.models else "added",
+             model, name, len(responses), version)
+    return Benchmark(name, bench.queries, tuple(sorted(models, key=str.casefold)), bench.baseline, version)
+
+
+def remove_model(store: Store, name: str, model: str) -> Benchmark:
+    """Remove one model and its answers from a stored benchmark; nothing else changes."""
+    with store.transaction() as con:
+        bench = load_benchmark(store, name)
+        if model not in bench.models:
+            raise DataError(f"no model {model!r} in benchmark {name!r}; models: {', '.join(bench.models)}")
+        if model == bench.baseline:
+            raise DataError(f"{model!r} is the baseline of benchmark {name!r}: it cannot be removed")
+        con.execute("DELETE FROM responses WHERE benchmark=? AND model=?", (name, model))
+        con.execute("DELETE FROM models WHERE benchmark=? AND name=?", (name, model))
+        models = tuple(m for m in bench.models if m != model)
+        version = _refresh_version(con, bench, models)
+    log.info("removed model %r from benchmark %r (version %s)", model, name, version)
+    return Benchmark(name, bench.queries, models, bench.baseline, version)
+
+
+def _refresh_version(con, bench: Benchmark, models: Iterable[str]) -> str:
+    """The benchmark's content version after a change of its models, as an import of the same content
+    would compute it (so caches keyed on the version see the change)."""
+    responses = [Response(q, m, t) for q, m, t in con.execute(
+        "SELECT query_id, model, text FROM responses WHERE benchmark=?", (bench.name,))]
+    version = benchmark_version(bench.queries, responses, bench.baseline, models)
+    con.execute("UPDATE benchmarks SET version=? WHERE name=?", (version, bench.name))
+    return version
+
+
 def delete_benchmark(store: Store, name: str) -> None:
     with store.transaction() as con:
         _delete(con, name)

@@ -60,3 +60,23 @@ CREATE TABLE IF NOT EXISTS judgments (
   created_at TEXT NOT NULL DEFAULT (datetime('now')),
   PRIMARY KEY (judge, criteria, benchmark, baseline, model, query_id, swapped, content)
 ) WITHOUT ROWID;
+-- A user's vote on one pair (a model's answer beside the baseline's) under their criteria, with the
+-- texts as shown (an answer replaced later does not change what was voted on) and the judge's reading
+-- at voting time. choice: which answer the user preferred; model_first: the model's answer was shown
+-- on the left. criteria: JSON {"likes": [...], "avoid": [...]}.
+CREATE TABLE IF NOT EXISTS votes (
+  id INTEGER PRIMARY KEY,
+  benchmark TEXT NOT NULL,
+  query_id TEXT NOT NULL,
+  query TEXT NOT NULL,
+  model TEXT NOT NULL,
+  model_answer TEXT NOT NULL,
+  baseline TEXT NOT NULL,
+  baseline_answer TEXT NOT NULL,
+  criteria TEXT NOT NULL,
+  choice TEXT NOT NULL CHECK (choice IN ('model', 'baseline', 'tie')),
+  model_first INTEGER NOT NULL CHECK (model_first IN (0, 1)),
+  judge TEXT NOT NULL,
+  p_model REAL NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (datetime('now'))
+);

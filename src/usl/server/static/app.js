@@ -21,6 +21,7 @@ const state = {
   refine: {controller: null, view: null, fast: {default: null, custom: null}, status: {default: "", custom: ""}},
   clickedAt: null,
   renderSeq: 0,
+  pinned: null,        // {judge_version, data_version} of the link the page was opened with
 };
 
 // ---- small DOM helpers ------------------------------------------------------------------
@@ -97,9 +98,33 @@ function toParams(spec) {
   return p;
 }
 
-function writeURL(spec) {
-  const q = isCustom(spec) ? "?" + toParams(spec).toString() : "";
+function writeURL(spec, versions) {
+  const p = toParams(spec);
+  // A shared link pins what made the board: the page that opens it warns when they differ.
+  if (versions) for (const [k, v] of Object.entries(versions)) if (v) p.set(k, v);
+  const q = isCustom(spec) ? "?" + p.toString() : "";
   history.replaceState(null, "", location.pathname + q);
+}
+
+function boardVersions(payload) {
+  const s = payload.leaderboard.spec;
+  return {judge_version: s.judge_identity, data_version: s.benchmark_version};
+}
+
+// The warnings for a board opened from a link made with another judge or other data (once).
+function versionWarnings(payload) {
+  const pinned = state.pinned;
+  state.pinned = null;
+  if (!pinned) return [];
+  const now = boardVersions(payload);
+  const out = [];
+  if (pinned.judge_version && pinned.judge_version !== now.judge_version) {
+    out.push(`This link was made with judge ${pinned.judge_version}; this board is by ${now.judge_version}: its figures may differ from the shared board's.`);
+  }
+  if (pinned.data_version && pinned.data_version !== now.data_version) {
+    out.push(`This link was made with benchmark data ${pinned.data_version}; the data here is ${now.data_version}: its figures may differ from the shared board's.`);
+  }
+  return out;
 }
 
 function validate(spec) {
@@ -252,7 +277,7 @@ async function runCustom() {
       const shown = state.boards.custom === payload && state.view === "custom";
       if (event === "warnings") {
         payload.warnings = late.warnings;
-        if (shown) renderWarnings(payload.warnings);
+        if (shown) renderWarnings([...payload.warnings, ...(payload.versionWarnings || [])]);
       } else {
         payload.leaderboard.criteria_breakdown = late.criteria_breakdown;
         payload.leaderboard.criteria_contribution = late.criteria_contribution;
@@ -270,7 +295,8 @@ async function runCustom() {
     spec.judge = spec.judge || payload.leaderboard.spec.judge;
     spec.benchmark = spec.benchmark || payload.leaderboard.spec.benchmark;
     state.specs.custom = spec;
-    writeURL(spec);     // now with the benchmark and judge that made this board
+    payload.versionWarnings = versionWarnings(payload);
+    writeURL(spec, boardVersions(payload));     // now with the benchmark, judge and versions that made this board
     $("tab-custom").disabled = false;
     setView("custom");
   } catch (e) {
@@ -417,7 +443,7 @@ function render() {
   const spec = state.specs[state.view];
   $("board-title").textContent = custom ? "Your leaderboard" : "Default leaderboard";
   $("board-sub").textContent = describe(payload, spec, custom);
-  renderWarnings(custom ? payload.warnings : []);
+  renderWarnings(custom ? [...payload.warnings, ...(payload.versionWarnings || [])] : []);
   renderSummary(custom ? payload : null);
   renderTable(payload, custom);
   // A refined board exports as refined (the server's estimate from what its reference has judged).
@@ -734,6 +760,8 @@ async function init() {
     for (const n of document.querySelectorAll(".lim-use-case")) n.textContent = state.config.limits.max_use_case_chars;
     $("use-case").maxLength = state.config.limits.max_use_case_chars;
     const urlSpec = specFromURL();
+    const pinned = new URLSearchParams(location.search);
+    state.pinned = {judge_version: pinned.get("judge_version"), data_version: pinned.get("data_version")};
     state.base = {judge: urlSpec.judge, benchmark: urlSpec.benchmark, baseline: urlSpec.baseline};
     const benchmark = urlSpec.benchmark || state.config.benchmark;
     state.topics = await getJSON("/api/topics?benchmark=" + encodeURIComponent(benchmark)).catch(() => []);

@@ -1,0 +1,100 @@
+"""The Python API for notebooks: ``usl.load()`` a benchmark, ``rank`` it by criteria, ``compare`` two boards.
+
+A small surface over ``LeaderboardService`` (what the CLI and the server call), kept stable: keyword
+arguments as the CLI's options, boards as ``usl.leaderboard.types.Leaderboard`` whose rows are frozen
+records, ``board.records()`` as plain dicts, ``board.to_pandas()`` as a DataFrame (pandas optional).
+Examples, run by the test suite: docs/python_api.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from usl.leaderboard.types import Leaderboard, LeaderboardSpec
+from usl.types import Criteria
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two boards and how far their orders agree (over the models on both)."""
+
+    a: Leaderboard
+    b: Leaderboard
+    kendall_tau: float
+    spearman_rho: float
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass
+class Bench:
+    """One stored benchmark and the engine that ranks it; made by ``usl.load``."""
+
+    name: str
+    home: str | None
+    _service: object = field(repr=False)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Every model, the baseline included."""
+        return self._service.answers(self.name).benchmark.models
+
+    @property
+    def baseline(self) -> str:
+        return self._service.answers(self.name).benchmark.baseline
+
+    @property
+    def n_queries(self) -> int:
+        return len(self._service.answers(self.name).benchmark.queries)
+
+    def topics(self) -> list[str]:
+        """Topic names (built on first use for a benchmark without stored topics)."""
+        found = self._service.topics(self.name)
+        if not found:
+            from usl.data.topics import ensure_topics
+
+            found = ensure_topics(self._service.store, self.name)
+        return [t.name for t in found]
+
+    def rank(self, likes: Sequence[str] = (), avoid: Sequence[str] = (), *, topics: Sequence[str] = (),
+             use_case: str = "", judge: str = "default", baseline: str | None = None, n_bootstrap: int = 1000,
+             seed: int = 0, per_criterion: bool = True, progress: Progress | None = None) -> Leaderboard:
+        """The board for these criteria (no likes and no avoid: the general default criteria)."""
+        return self._service.rank(self.spec(likes, avoid, topics=topics, use_case=use_case, judge=judge,
+                                            baseline=baseline, n_bootstrap=n_bootstrap, seed=seed,
+                                            per_criterion=per_criterion), progress)
+
+    def compare(self, a: Sequence[str] | Criteria, b: Sequence[str] | Criteria, **options) -> Comparison:
+        """Boards for two criteria sets (lists of likes, or ``Criteria`` with avoids) and their rank agreement;
+        ``options`` as for ``rank``."""
+        options.setdefault("per_criterion", False)
+        sa, sb = (self.spec(c.likes, c.avoid, **options) if isinstance(c, Criteria) else self.spec(c, **options)
+                  for c in (a, b))
+        found = self._service.compare(sa, sb)
+        return Comparison(found.a, found.b, found.kendall_tau, found.spearman_rho, found.warnings)
+
+    def spec(self, likes: Sequence[str] = (), avoid: Sequence[str] = (), **options) -> LeaderboardSpec:
+        """The ``LeaderboardSpec`` that ``rank`` would use (what a board records in ``board.spec``)."""
+        if isinstance(likes, str) or isinstance(avoid, str):
+            raise TypeError("likes and avoid are lists of criteria, not one string")
+        kw = {"criteria": Criteria(tuple(likes), tuple(avoid))} if likes or avoid else {}
+        topics = tuple(options.pop("topics", ()))
+        return LeaderboardSpec(benchmark=self.name, topics=topics, **kw, **options)
+
+
+def load(benchmark: str | None = None, home: str | Path | None = None) -> Bench:
+    """A stored benchmark (default: ``alpaca_eval``, or the only one) of the data directory ``home``
+    (default: ``$USL_HOME``, else ``~/.local/share/usl``); import one first with ``usl data import``."""
+    from usl import paths
+    from usl.leaderboard.service import LeaderboardService
+    from usl.store import Store
+    from usl.store.benchmarks import load_benchmark, resolve_name
+
+    home = None if home is None else str(home)
+    store = Store(paths.db_path(home))
+    name = resolve_name(store, benchmark)
+    load_benchmark(store, name)          # an unknown name fails here, naming the known ones
+    return Bench(name, home, LeaderboardService(store, home=home))

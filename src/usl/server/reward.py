@@ -1,0 +1,203 @@
+"""Rewards over HTTP for training loops: ``POST /api/reward`` and OpenRLHF's ``POST /get_reward``.
+
+Both score responses under a user's criteria with one of the server's judges, reduced to one reward
+per response as ``usl.judges.reward`` documents (log-odds against a reference answer, else the mean
+log-odds against the other responses to the same prompt).
+
+- ``/api/reward``: ``{"criteria": {"likes": [...], "avoid": [...]}, "items": [{"prompt", "responses",
+  "reference"?}], "pairwise": false}`` -> ``{"rewards": [[...] per item], "pairwise"?, "vs_reference"?}``.
+- ``/get_reward``: the remote reward model protocol OpenRLHF calls (``--remote_rm_url``): ``{"query":
+  [prompt + response, ...], "prompts": [prompt, ...], "labels": [reference, ...]}`` -> ``{"rewards":
+  [...], "scores": [...]}``. Each query is split into its prompt (the given prefix) and the response;
+  queries of one prompt form a group. The criteria come as URL parameters (``?likes=..&avoid=..``),
+  as OpenRLHF sends only the body it builds. ``labels`` that are empty strings are no reference.
+
+Requests are judged one at a time on a worker thread (a judge holds caches that are not shared between
+threads); ``max_pending`` more may wait, beyond that the answer is 503 with Retry-After.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Annotated, Any, Optional
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from usl.judges.reward import RewardItem, score_batch
+from usl.server.schemas import LIMITS, Criterion
+from usl.types import Criteria
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RewardLimits:
+    max_items: int = 256            # prompts per request
+    max_responses: int = 16         # responses per prompt (pairs grow as n^2)
+    max_pairs: int = 4096           # judged pairs per request, both orders counted once
+    max_text_chars: int = 32_000    # prompt, response or reference
+    max_pending: int = 8            # requests waiting beside the one being judged
+
+
+REWARD_LIMITS = RewardLimits()
+Text = Annotated[str, StringConstraints(max_length=REWARD_LIMITS.max_text_chars)]
+
+
+class CriteriaIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    likes: list[Criterion] = Field(default_factory=list, max_length=LIMITS.max_criteria)
+    avoid: list[Criterion] = Field(default_factory=list, max_length=LIMITS.max_criteria)
+
+
+class RewardItemIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prompt: Text
+    responses: list[Text] = Field(min_length=1, max_length=REWARD_LIMITS.max_responses)
+    reference: Optional[Text] = Field(None, description="An answer to score each response against.")
+
+
+class RewardIn(BaseModel):
+    """Empty criteria mean the default (general) criteria."""
+
+    model_config = ConfigDict(extra="forbid")
+    criteria: CriteriaIn = Field(default_factory=CriteriaIn)
+    items: list[RewardItemIn] = Field(min_length=1, max_length=REWARD_LIMITS.max_items)
+    pairwise: bool = Field(False, description="Also return P(response i beats response j) per item.")
+    judge: Optional[str] = Field(None, description="Judge spec; one the server allows (default: its first).")
+
+
+class RewardOut(BaseModel):
+    judge: str = Field(description="The judge's identity (name@version).")
+    rewards: list[list[float]] = Field(description="Per item, one reward per response.")
+    pairwise: Optional[list[list[list[float]]]] = Field(None, description="Per item, P(i beats j).")
+    vs_reference: Optional[list[list[float]]] = Field(None, description="Per item with a reference, "
+                                                                        "P(response beats the reference).")
+
+
+class OpenRLHFIn(BaseModel):
+    """OpenRLHF's remote reward model body; fields it may add (``metadata``...) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+    query: list[Text] = Field(min_length=1, max_length=REWARD_LIMITS.max_items * REWARD_LIMITS.max_responses)
+    prompts: Optional[list[Text]] = None
+    labels: Optional[list[Optional[Text]]] = None
+
+
+class OpenRLHFOut(BaseModel):
+    rewards: list[float]
+    scores: list[float] = Field(description="The same numbers (newer OpenRLHF reads 'scores').")
+
+
+class RewardQueue:
+    """One judging at a time, a bounded number waiting."""
+
+    def __init__(self, max_pending: int):
+        self.max_pending = max_pending
+        self.waiting = 0
+        self.lock = threading.Lock()
+
+    async def run(self, fn, *args):
+        if self.waiting > self.max_pending:     # one judged, max_pending waiting
+            raise HTTPException(503, f"reward queue full ({self.waiting} requests waiting); retry shortly",
+                                headers={"Retry-After": "1"})
+        self.waiting += 1
+        try:
+            return await asyncio.to_thread(self._locked, fn, *args)
+        finally:
+            self.waiting -= 1
+
+    def _locked(self, fn, *args):
+        with self.lock:
+            return fn(*args)
+
+
+def router(service: Any, judges: tuple[str, ...], limits: RewardLimits = REWARD_LIMITS) -> APIRouter:
+    """The reward routes over ``service.judge(spec)``; ``judges``: the specs a request may name."""
+    api = APIRouter(tags=["reward"])
+    queue = RewardQueue(limits.max_pending)
+
+    def judge_of(spec: str | None):
+        spec = spec or judges[0]
+        if spec not in judges:
+            raise HTTPException(422, f"judge {spec!r} is not served here; choose one of: {', '.join(judges)}")
+        return service.judge(spec)
+
+    async def score(spec: str | None, criteria: Criteria, items: list[RewardItem], pairwise: bool):
+        pairs = sum(_pair_count(it, pairwise) for it in items)
+        if pairs > limits.max_pairs:
+            raise HTTPException(422, f"items: {pairs} pairs to judge, more than {limits.max_pairs}; split the batch")
+        judge = await asyncio.to_thread(judge_of, spec)
+        return judge, await queue.run(score_batch, judge, criteria, items, pairwise)
+
+    @api.post("/api/reward", response_model=RewardOut, summary="Rewards for responses under your criteria",
+              description="One reward per response: log-odds of beating the reference when given, else the mean "
+                          "log-odds of beating the other responses to the same prompt (docs/reward.md).")
+    async def reward(body: RewardIn) -> dict:
+        items = [RewardItem(it.prompt, tuple(it.responses), it.reference) for it in body.items]
+        judge, results = await score(body.judge, _criteria(body.criteria.likes, body.criteria.avoid), items,
+                                     body.pairwise)
+        out: dict = {"judge": judge.identity, "rewards": [list(r.rewards) for r in results]}
+        if body.pairwise:
+            out["pairwise"] = [[list(row) for row in r.pairwise] for r in results]
+        if any(r.vs_reference is not None for r in results):
+            out["vs_reference"] = [list(r.vs_reference or ()) for r in results]
+        return out
+
+    @api.post("/get_reward", response_model=OpenRLHFOut, summary="OpenRLHF's remote reward model protocol",
+              description="Body {query: [prompt + response], prompts: [prompt], labels: [reference]}; criteria "
+                          "as URL parameters likes=..&avoid=.. (docs/reward.md).")
+    async def get_reward(body: OpenRLHFIn, likes: list[Criterion] = Query([], max_length=LIMITS.max_criteria),
+                         avoid: list[Criterion] = Query([], max_length=LIMITS.max_criteria),
+                         judge: Optional[str] = Query(None)) -> dict:
+        items, where = _openrlhf_items(body)
+        _, results = await score(judge, _criteria(likes, avoid), items, False)
+        rewards = [0.0] * len(body.query)
+        for positions, r in zip(where, results):
+            for i, v in zip(positions, r.rewards):
+                rewards[i] = v
+        return {"rewards": rewards, "scores": rewards}
+
+    return api
+
+
+def _criteria(likes: list[str], avoid: list[str]) -> Criteria:
+    from usl.leaderboard.types import LeaderboardSpec
+
+    likes, avoid = [c.strip() for c in likes if c.strip()], [c.strip() for c in avoid if c.strip()]
+    return Criteria(tuple(likes), tuple(avoid)) if likes or avoid else LeaderboardSpec().criteria
+
+
+def _pair_count(it: RewardItem, pairwise: bool) -> int:
+    n = len(it.responses)
+    return (n if it.reference is not None else 0) + (n * (n - 1) // 2 if it.reference is None or pairwise else 0)
+
+
+def _openrlhf_items(body: OpenRLHFIn) -> tuple[list[RewardItem], list[list[int]]]:
+    """Group the queries by (prompt, reference); each query's response is what follows its prompt."""
+    n = len(body.query)
+    if body.prompts is None:
+        raise HTTPException(422, "prompts: needed to split each query into its prompt and response (OpenRLHF "
+                                 "sends them)")
+    for field in ("prompts", "labels"):
+        given = getattr(body, field)
+        if given is not None and len(given) != n:
+            raise HTTPException(422, f"{field}: {len(given)} given for {n} queries; give one per query")
+    groups: dict[tuple[str, str | None], list[int]] = {}
+    responses: list[str] = []
+    for i, q in enumerate(body.query):
+        prompt = body.prompts[i]
+        if not q.startswith(prompt):
+            raise HTTPException(422, f"query[{i}]: does not start with prompts[{i}]; OpenRLHF sends the prompt "
+                                     "followed by the response")
+        responses.append(q[len(prompt):])
+        label = body.labels[i] if body.labels is not None else None
+        groups.setdefault((prompt, label or None), []).append(i)
+    if any(len(v) > REWARD_LIMITS.max_responses for (_, ref), v in groups.items() if ref is None):
+        raise HTTPException(422, f"query: more than {REWARD_LIMITS.max_responses} responses to one prompt without "
+                                 "a reference; split the batch or give labels")
+    items = [RewardItem(prompt, tuple(responses[i] for i in idx), ref) for (prompt, ref), idx in groups.items()]
+    return items, list(groups.values())

@@ -1,0 +1,160 @@
+"""Check the judge on your own taste: pairs to vote on, the judge's agreement with the votes, export.
+
+- ``GET /api/check/pairs?likes=..&topics=..&n=10``: pairs from the selected queries, a random model's
+  answer beside the baseline's, in a random order (``model_first``); the judge's reading is not sent.
+- ``POST /api/check/votes``: ``{"spec": {...as POST /api/leaderboard...}, "votes": [{query_id, model,
+  model_first, choice: left|right|tie}]}`` stores the votes (SQLite, ``votes`` table) and answers the
+  judge's agreement with them: overall and per criterion (Wilson 95% intervals), the pairs where they
+  disagree, and a length criterion the votes show when the criteria do not say one.
+- ``GET /api/check/export.jsonl``: every stored vote in the paper's JSONL (``usl eval --data FILE``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import Any, Callable, Literal, Optional
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from usl.leaderboard.check import agreement, suggest_length
+from usl.leaderboard.length_control import mentions_length
+from usl.server.boards import USER_ERRORS, message
+from usl.server.schemas import SpecIn
+
+MAX_PAIRS = 20
+MAX_VOTES = 50
+
+
+class PairOut(BaseModel):
+    query_id: str
+    query: str
+    topic: str = ""
+    model: str = Field(description="Whose answer is one of the two (the other is the baseline's).")
+    model_first: bool = Field(description="The model's answer is shown on the left.")
+    left: str
+    right: str
+
+
+class VoteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query_id: str = Field(max_length=300)
+    model: str = Field(max_length=300)
+    model_first: bool
+    choice: Literal["left", "right", "tie"]
+
+
+class VotesIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    spec: SpecIn = Field(default_factory=SpecIn)
+    votes: list[VoteIn] = Field(min_length=1, max_length=MAX_VOTES)
+
+
+class AgreementOut(BaseModel):
+    decided: int
+    agree: int
+    ties: int
+    rate: Optional[float] = Field(None, description="Share of decided votes where the judge preferred the same answer.")
+    ci: Optional[list[float]] = Field(None, description="Wilson 95% interval of the rate.")
+
+
+class DisagreementOut(BaseModel):
+    query_id: str
+    query: str
+    model: str
+    you: Literal["model", "baseline"]
+    judge_p_model: float = Field(description="The judge's P(the model's answer wins).")
+
+
+class CheckOut(BaseModel):
+    judge: str
+    stored: int
+    agreement: AgreementOut
+    per_criterion: dict[str, AgreementOut] = Field(default_factory=dict)
+    disagreements: list[DisagreementOut]
+    suggestion: Optional[str] = Field(None, description="A criterion your votes show that you did not write.")
+
+
+def router(boards: Any, spec_query: Callable[..., SpecIn]) -> APIRouter:
+    api = APIRouter(tags=["check the judge"])
+    service = boards.service
+
+    @api.get("/api/check/pairs", response_model=list[PairOut], summary="Pairs of answers to vote on")
+    async def pairs(s: SpecIn = Depends(spec_query), n: int = Query(10, ge=1, le=MAX_PAIRS),
+                    seed: Optional[int] = Query(None, description="Fixes the draw (default: a new one each time).")):
+        spec = await boards.resolve(s)
+        seed = random.SystemRandom().randrange(2 ** 32) if seed is None else seed
+        found = await _call(service.vote_pairs, spec, n, seed)
+        flips = random.Random(seed)
+        out = []
+        for x in found:
+            first = flips.random() < 0.5
+            left, right = (x.model_answer, x.baseline_answer) if first else (x.baseline_answer, x.model_answer)
+            out.append(PairOut(query_id=x.query_id, query=x.query, topic=x.topic, model=x.model, model_first=first,
+                               left=left, right=right))
+        return out
+
+    @api.post("/api/check/votes", response_model=CheckOut, summary="Store votes; the judge's agreement with them")
+    async def votes(body: VotesIn) -> dict:
+        spec = await boards.resolve(body.spec)
+        keys = [(v.query_id, v.model) for v in body.votes]
+        probs = await _call(service.pair_probabilities, spec, keys)
+        data = await _call(service.answers, spec.benchmark)
+        judge = await _call(service.judge, spec.judge)
+        baseline = spec.baseline or data.benchmark.baseline
+        choices = [_choice(v) for v in body.votes]
+        from usl.store.votes import Vote, save_votes
+
+        stored = [Vote(spec.benchmark, v.query_id, data.query_text[v.query_id], v.model,
+                       data.responses[(v.query_id, v.model)], baseline, data.responses[(v.query_id, baseline)],
+                       spec.criteria, c, v.model_first, judge.identity, p)
+                  for v, c, p in zip(body.votes, choices, probs[""])]
+        await asyncio.to_thread(save_votes, service.store, stored)
+        words = lambda text: len(text.split())
+        return {
+            "judge": judge.identity, "stored": len(stored),
+            "agreement": _out(agreement(choices, probs[""])),
+            "per_criterion": {label: _out(agreement(choices, p)) for label, p in probs.items() if label},
+            "disagreements": [{"query_id": v.query_id, "query": data.query_text[v.query_id], "model": v.model,
+                               "you": c, "judge_p_model": round(p, 3)}
+                              for v, c, p in zip(body.votes, choices, probs[""])
+                              if c != "tie" and p != 0.5 and (c == "model") != (p > 0.5)],
+            "suggestion": suggest_length(choices, [words(v.model_answer) for v in stored],
+                                         [words(v.baseline_answer) for v in stored],
+                                         mentioned=mentions_length(spec.criteria) is not None),
+        }
+
+    @api.get("/api/check/export.jsonl", summary="Every stored vote in the paper's JSONL (for usl eval)",
+             response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
+    async def export() -> Response:
+        from usl.data.paper_jsonl import sample_to_dict
+        from usl.store.votes import vote_samples
+
+        samples = await asyncio.to_thread(vote_samples, service.store)
+        body = "".join(json.dumps(sample_to_dict(s), ensure_ascii=False) + "\n" for s in samples)
+        return Response(body, media_type="application/x-ndjson",
+                        headers={"Content-Disposition": 'attachment; filename="usl_votes.jsonl"'})
+
+    return api
+
+
+def _choice(v: VoteIn) -> str:
+    if v.choice == "tie":
+        return "tie"
+    return "model" if (v.choice == "left") == v.model_first else "baseline"
+
+
+def _out(a) -> dict:
+    return {"decided": a.decided, "agree": a.agree, "ties": a.ties,
+            "rate": None if a.rate is None else round(a.rate, 3),
+            "ci": None if a.ci is None else [round(a.ci[0], 3), round(a.ci[1], 3)]}
+
+
+async def _call(fn, *args):
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except USER_ERRORS as e:
+        raise HTTPException(422, message(e)) from e

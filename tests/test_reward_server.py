@@ -1,0 +1,133 @@
+"""Rewards from a judge: the reduction on a judge of known scores, and the HTTP routes on a real
+`usl serve` with the shipped default judge (a best-of-N choice that follows the criteria)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server_real import make_tiny, usl_serve
+from static_table import seed_static_table
+from usl.judges.base import JudgeRequest, Verdict
+from usl.judges.reward import RewardItem, logit, score_batch
+from usl.server.reward import OpenRLHFIn, _openrlhf_items
+from usl.types import Criteria
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "reward.md"
+SHORT = "Paris."
+LONG = ("The capital of France is Paris. Paris has been the capital for centuries; it is the largest city in "
+        "the country and home to its government, the Louvre and the Eiffel Tower.")
+
+
+class WordsJudge:
+    """Bradley-Terry over word counts: P(a beats b) = sigmoid(words(a) - words(b)); A-first bias 0.1
+    (so that only the average over both orders is order-free)."""
+
+    name, version, can_tie = "words", "1", False
+    identity = "words@1"
+
+    def judge(self, requests):
+        out = []
+        for r in requests:
+            d = len(r.response_a.split()) - len(r.response_b.split())
+            out.append(Verdict(min(1.0, 1 / (1 + math.exp(-d)) + 0.1) if d <= 0 else 1 / (1 + math.exp(-d))))
+        return out
+
+
+class OrderFreeWords(WordsJudge):
+    def judge(self, requests):
+        return [Verdict(1 / (1 + math.exp(-(len(r.response_a.split()) - len(r.response_b.split())))))
+                for r in requests]
+
+
+def test_group_rewards_are_the_bradley_terry_scores_centred_on_the_others():
+    responses = ("one", "one two", "one two three two")                      # scores 1, 2, 4
+    [r] = score_batch(OrderFreeWords(), Criteria(("x",)), [RewardItem("q", responses)], pairwise=True)
+    s = [1, 2, 4]
+    want = [sum(s[i] - s[j] for j in range(3) if j != i) / 2 for i in range(3)]
+    assert r.rewards == pytest.approx(want)
+    assert r.pairwise[0][2] == pytest.approx(1 / (1 + math.exp(3))) and r.pairwise[2][0] == pytest.approx(1 - r.pairwise[0][2])
+    assert [r.pairwise[i][i] for i in range(3)] == [0.5] * 3
+
+
+def test_reference_rewards_are_log_odds_and_both_orders_are_averaged():
+    item = RewardItem("q", ("a b c", "a"), reference="a b")
+    [r] = score_batch(WordsJudge(), Criteria(("x",)), [item])
+    p_first = 1 / (1 + math.exp(-1))                       # "a b c" vs "a b": d = 1, no bias
+    p_second = 1 - (1 / (1 + math.exp(1)) + 0.1)           # shown second: the A-first bias counts against it
+    assert r.vs_reference[0] == pytest.approx((p_first + p_second) / 2)
+    assert r.rewards[0] == pytest.approx(logit(r.vs_reference[0]))
+    assert r.rewards[1] < 0 < r.rewards[0] and r.pairwise is None
+    [lone] = score_batch(WordsJudge(), Criteria(("x",)), [RewardItem("q", ("alone",))])
+    assert lone.rewards == (0.0,)
+
+
+def test_openrlhf_queries_split_into_prompt_and_response_and_group_by_prompt():
+    body = OpenRLHFIn(query=["P1 a", "P2 b", "P1 c d"], prompts=["P1 ", "P2 ", "P1 "], labels=["", "ref", ""])
+    items, where = _openrlhf_items(body)
+    assert [(it.prompt, it.responses, it.reference) for it in items] == [("P1 ", ("a", "c d"), None),
+                                                                         ("P2 ", ("b",), "ref")]
+    assert where == [[0, 2], [1]]
+
+
+def _doc_json(n: int) -> dict:
+    return json.loads(re.findall(r"```json\n(.*?)```", DOC.read_text(), re.S)[n])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = tmp_path_factory.mktemp("reward_home")
+    make_tiny(home)
+    seed_static_table(home)
+    with usl_serve(home, "--no-import", "--benchmark", "tiny", "--judge", "default", "--judge", "length",
+                   "--refine-with", "none", timeout_s=300) as url:
+        yield url
+
+
+def test_documented_request_gets_the_documented_answer_and_best_of_n_follows_the_criteria(server):
+    request, documented = _doc_json(0), _doc_json(1)
+    r = httpx.post(server + "/api/reward", json=request, timeout=300)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert set(got) == set(documented)
+    assert got["judge"].startswith("default@fast-")
+    [[short, long]] = got["rewards"]
+    assert short > 0 > long and short == pytest.approx(-long)             # two responses: antisymmetric
+    [[[_, p01], [p10, _]]] = got["pairwise"]
+    assert p01 + p10 == pytest.approx(1) and p01 == pytest.approx(1 / (1 + math.exp(-short)))
+    best = lambda rewards: max(range(len(rewards)), key=rewards.__getitem__)
+    assert best(got["rewards"][0]) == 0
+
+    detailed = {**request, "criteria": {"likes": ["Thorough, detailed answers"], "avoid": []}}
+    again = httpx.post(server + "/api/reward", json=detailed, timeout=60).json()
+    assert best(again["rewards"][0]) == 1                                    # the choice flips with the criteria
+
+    # the OpenRLHF route: prompt + response in `query`, the criteria in the URL
+    prompt = request["items"][0]["prompt"] + "\n"
+    body = {"query": [prompt + SHORT, prompt + LONG], "prompts": [prompt, prompt], "labels": ["", ""]}
+    for likes, winner in (("Short answers that get to the point", 0), ("Thorough, detailed answers", 1)):
+        r = httpx.post(server + "/get_reward", params={"likes": likes}, json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        assert best(r.json()["rewards"]) == winner and r.json()["scores"] == r.json()["rewards"]
+
+
+def test_reward_errors_are_one_line_naming_the_field(server):
+    too_many = {"items": [{"prompt": "q", "responses": ["x"] * 17}]}
+    r = httpx.post(server + "/api/reward", json=too_many, timeout=30)
+    assert r.status_code == 422 and r.json()["detail"].startswith("items.0.responses: List should have at most 16")
+    r = httpx.post(server + "/api/reward", json={"items": [{"prompt": "q", "responses": ["a"]}], "judge": "crm:/x"},
+                   timeout=30)
+    assert r.status_code == 422 and "judge 'crm:/x' is not served here; choose one of: default, length" in r.text
+    r = httpx.post(server + "/get_reward", json={"query": ["q a"], "prompts": ["z"]}, timeout=30)
+    assert r.status_code == 422 and "query[0]: does not start with prompts[0]" in r.text
+    r = httpx.post(server + "/get_reward", json={"query": ["q a"]}, timeout=30)
+    assert r.status_code == 422 and r.json()["detail"].startswith("prompts: needed")
+    # another served judge by name: the length judge prefers the longer answer whatever the criteria
+    r = httpx.post(server + "/api/reward", json={"items": [{"prompt": "q", "responses": [SHORT, LONG]}],
+                                                 "judge": "length", "criteria": {"likes": ["Short"]}}, timeout=30)
+    assert r.status_code == 200 and r.json()["rewards"][0][1] > r.json()["rewards"][0][0]
