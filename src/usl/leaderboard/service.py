@@ -179,8 +179,14 @@ class LeaderboardService:
         """Let ``judge`` precompute what it reads of ``benchmark``'s answers (``judge.prepare``, when it
         has one), as the first board would: ``usl data add-model`` calls it so that the new model's
         answers are read once, there, with progress, and not by the next board. It goes the way every
-        board starts (``_board_context``), so what a judge reads ahead of a board it reads here."""
-        return self._board_context(LeaderboardSpec(benchmark=benchmark, judge=judge), progress)[1]
+        board starts (``_board_context``), so what a judge reads ahead of a board it reads here. A judge
+        with a quality reading (``default``) also reads the pairs it has no stored reading of."""
+        spec = LeaderboardSpec(benchmark=benchmark, judge=judge)
+        prepared = self._board_context(spec, progress)[1]
+        reading = getattr(prepared, "quality", None)
+        if reading is not None:
+            reading.readings(*self.pair_texts(spec), progress=progress)
+        return prepared
 
     def _prepared(self, spec: str, data: Answers, progress: Progress | None) -> Judge:
         """The judge, after ``judge.prepare(queries, answers)`` on the whole benchmark when it has one.
