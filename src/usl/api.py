@@ -12,21 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from usl.leaderboard.types import Leaderboard, LeaderboardSpec
+from usl.leaderboard.types import Comparison, Leaderboard, LeaderboardSpec
 from usl.types import Criteria
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Two boards and how far their orders agree (over the models on both)."""
-
-    a: Leaderboard
-    b: Leaderboard
-    kendall_tau: float
-    spearman_rho: float
-    warnings: tuple[str, ...] = ()
 
 
 @dataclass
@@ -73,8 +62,7 @@ class Bench:
         options.setdefault("per_criterion", False)
         sa, sb = (self.spec(c.likes, c.avoid, **options) if isinstance(c, Criteria) else self.spec(c, **options)
                   for c in (a, b))
-        found = self._service.compare(sa, sb)
-        return Comparison(found.a, found.b, found.kendall_tau, found.spearman_rho, found.warnings)
+        return self._service.compare(sa, sb)
 
     def spec(self, likes: Sequence[str] = (), avoid: Sequence[str] = (), **options) -> LeaderboardSpec:
         """The ``LeaderboardSpec`` that ``rank`` would use (what a board records in ``board.spec``)."""

@@ -123,11 +123,12 @@ def fit_from_predictions(fast: dict, quality: dict, encode, *, l2: float = 1e-3)
     (``read_predictions``); ``encode(texts) -> (k, d)`` the fast judge's criterion embedding.
     Returns (w, b, alpha, what it was fitted on)."""
     from usl.crm.fast_model import split_sign
+    from usl.data.pairs.general import QUALITY_CRITERIA
 
     keys = sorted(k for k in fast if k in quality)
     if not keys:
         raise ValueError("the two prediction files share no sample (file and idx)")
-    crit = [fast[k]["criteria"] or ["The answer is helpful, accurate and well written."] for k in keys]
+    crit = [fast[k]["criteria"] or list(QUALITY_CRITERIA) for k in keys]   # no criteria: the judge's default
     parts = [[split_sign(c) for c in cs] for cs in crit]
     texts = sorted({t for ps in parts for t, _ in ps})
     table = dict(zip(texts, np.asarray(encode(texts))))

@@ -23,6 +23,7 @@ from usl.crm.answer_bank import AnswerBank, Progress
 from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
 from usl.crm.fast_model import FastCRM, as_tensor, criteria_inputs, split_sign
 from usl.crm.quality_bank import QualityReading
+from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.crm.static_embed import StaticEmbedder
 from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
@@ -115,7 +116,7 @@ class FastJudge:
         """Per-criterion logit contributions (k, n) and the answer-quality term (n,) for model vs baseline.
         With a quality gate (``quality_gate.py``) each criterion's row also holds its share of the quality
         reader's reading of the pair: the rows and the term still sum to the decision's logit."""
-        crit = criteria.as_list() or ["The answer is helpful, accurate and well written."]
+        crit = criteria.as_list() or list(QUALITY_CRITERIA)
         ra = torch.from_numpy(self.bank.rows(queries, model_answers))
         rb = torch.from_numpy(self.bank.rows(queries, baseline_answers))
         A = self._answers()
@@ -135,7 +136,7 @@ class FastJudge:
 
     def quality_share(self, criteria: Criteria) -> list[float]:
         """Each criterion's share of the decision given to the quality reading (0 without a gate)."""
-        crit = criteria.as_list() or ["The answer is helpful, accurate and well written."]
+        crit = criteria.as_list() or list(QUALITY_CRITERIA)
         if self.quality is None:
             return [0.0] * len(crit)
         texts, signs = zip(*(split_sign(c) for c in crit))

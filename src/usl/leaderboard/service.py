@@ -55,21 +55,12 @@ from usl.leaderboard.length_control import length_controlled, mentions_length
 from usl.leaderboard.ratings import elo_ratings
 from usl.leaderboard.refine import MIN_JUDGED, refinement_order
 from usl.leaderboard.refine import refine as refine_board
-from usl.leaderboard.types import Leaderboard, LeaderboardSpec, Row
+from usl.leaderboard.types import Comparison, Leaderboard, LeaderboardSpec, Row
 from usl.store.db import Store
 from usl.types import Criteria
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True)
-class Comparison:
-    a: Leaderboard
-    b: Leaderboard
-    kendall_tau: float
-    spearman_rho: float
-    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -121,3 +121,14 @@ class Leaderboard:
         return {"spec": self.spec, "rows": [asdict(r) | {"ci": list(r.ci)} for r in self.rows],
                 "criteria_breakdown": self.criteria_breakdown,
                 "criteria_contribution": self.criteria_contribution, "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two boards and how far their orders agree (over the models on both)."""
+
+    a: Leaderboard
+    b: Leaderboard
+    kendall_tau: float
+    spearman_rho: float
+    warnings: tuple[str, ...] = ()

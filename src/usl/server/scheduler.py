@@ -161,7 +161,7 @@ class FairQueue:
             task = queue.popleft()
             del self._waiting[client]
             if queue:
-                self._waiting[client] = queue       # to the back of the round
+                self._waiting[client] = queue       # to the back of the line
             if task.future.set_running_or_notify_cancel():
                 return task
         return None
