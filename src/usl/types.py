@@ -92,6 +92,21 @@ class Criteria:
 
 
 @dataclass(frozen=True)
+class CriterionReading:
+    """How a judge reads one criterion: its kind (length, style, domain, quality, correctness), how sure the
+    judge is of that kind, the judge's measured accuracy on eval pairs of the kind (``n`` of them; None when
+    unmeasured), the criterion's share of the quality reading, and a plain note where the kind is beyond it."""
+
+    text: str
+    kind: str
+    confidence: float
+    accuracy: float | None
+    n: int
+    quality_share: float = 0.0
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class PreferenceSample:
     """One item of the paper's JSONL: a prompt, two conversations, criteria and the preferred side.
 

@@ -42,6 +42,44 @@ def fit_gate_cmd(
                    f"-> {folder / 'quality_gate.json'}")
 
 
+@app.command("fit-kinds")
+def fit_kinds_cmd(
+    report: str = typer.Option(..., help="`usl eval --judge default --out R` over the eval files: the judge's "
+                                         "accuracy on each kind of criterion, shown beside each board's criteria."),
+    weights: str = typer.Option("", help="The fast CRM's weights folder, where criterion_kinds.json is written "
+                                         "(default: the shipped one)."),
+    l2: float = typer.Option(1e-4, min=0.0, help="L2 penalty of the kind classifier."),
+) -> None:
+    """Learn which kind of wish a criterion states (length, style, domain, quality, correctness) from the
+    criteria library's training wordings, and record the judge's accuracy on each kind (usl.crm.criterion_kinds)."""
+    with user_errors():
+        import json
+        from pathlib import Path
+
+        from usl.crm import criterion_kinds, shipped_weights
+        from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
+        from usl.crm.fast_model import split_sign
+        from usl.data.criteria import load_library
+
+        folder = Path(weights) if weights else shipped_weights("fast-crm")
+        try:
+            rep = json.loads(Path(report).read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{report}: not an eval report ({e})") from None
+        if "by_family" not in rep:
+            raise ValueError(f"{report}: no 'by_family' figures; write it with usl eval --out")
+        adapter = folder / ADAPTER_DIR
+        encoder = CriteriaEncoder(adapter if adapter.exists() else None)
+        model = criterion_kinds.fit(load_library(), lambda t: encoder.encode([split_sign(x)[0] for x in t]).numpy(),
+                                    rep, l2=l2)
+        model.save(folder)
+        typer.echo(f"kinds on held-out wordings: {model.fitted_on['held_out_accuracy']:.3f} "
+                   f"{model.fitted_on['held_out_accuracy_by_kind']}")
+        for kind, r in model.reliability.items():
+            typer.echo(f"  {kind:<11} judge accuracy {r['accuracy']:.3f} on {r['n']} pairs")
+        typer.echo(f"-> {folder / criterion_kinds.KINDS_FILE}")
+
+
 @app.command("fill")
 def fill_cmd(
     ctx: typer.Context,

@@ -120,6 +120,8 @@ def rank(ctx: typer.Context,
             typer.echo(render(board, fmt))
             if fmt == "table" and board.criteria_breakdown:
                 typer.echo(_breakdown_table(board))
+            if fmt == "table" and board.criteria_reading:
+                typer.echo(reading_lines(board.criteria_reading))
             if refine is not None:
                 r = board.spec["refinement"]
                 typer.echo(f"\nrefined with {r['reference_identity']}: {r['queries_judged']} of {r['queries']} "
@@ -283,6 +285,17 @@ def render(board, fmt: str) -> str:
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     fmt_row = lambda row: "  ".join(x.rjust(w) if i != 1 else x.ljust(w) for i, (x, w) in enumerate(zip(row, widths)))
     return "\n".join([fmt_row(head), fmt_row(["-" * w for w in widths])] + [fmt_row(r) for r in body])
+
+
+def reading_lines(reading) -> str:
+    """How the judge reads each criterion, one line each, with its note where it has one."""
+    lines = ["", "How the judge reads your criteria (its accuracy on held-out pairs of that kind):"]
+    for r in reading:
+        acc = f"accuracy {r.accuracy:.2f} on {r.n} pairs" if r.accuracy is not None else "accuracy not measured"
+        lines.append(f"  {r.kind:<11} {acc}; quality share {r.quality_share:.2f}  {r.text}")
+        if r.note:
+            lines.append(f"              note: {r.note}")
+    return "\n".join(lines)
 
 
 def _breakdown_table(board) -> str:

@@ -55,6 +55,7 @@ def rank(home: Path, spec, timeout_s: float = 120.0):
     if url is None:
         return None
     from usl.leaderboard.types import Leaderboard, Row
+    from usl.types import CriterionReading
 
     body = {"likes": list(spec.criteria.likes), "avoid": list(spec.criteria.avoid), "topics": list(spec.topics),
             "use_case": spec.use_case, "judge": spec.judge, "baseline": spec.baseline, "benchmark": spec.benchmark,
@@ -70,8 +71,10 @@ def rank(home: Path, spec, timeout_s: float = 120.0):
         fields = set(Row.__dataclass_fields__)
         rows = tuple(Row(**({k: v for k, v in row.items() if k in fields} | {"ci": tuple(row["ci"])}))
                      for row in lb["rows"])
+        reading = tuple(CriterionReading(**r) for r in lb.get("criteria_reading", []))
         board = Leaderboard(spec=lb["spec"], rows=rows, criteria_breakdown=lb["criteria_breakdown"],
-                            warnings=tuple(lb["warnings"]), criteria_contribution=lb["criteria_contribution"])
+                            warnings=tuple(lb["warnings"]), criteria_contribution=lb["criteria_contribution"],
+                            criteria_reading=reading)
     except (ValueError, KeyError, TypeError) as e:
         log.info("usl serve at %s answered a board this command cannot read (%s); ranking here", url, e)
         return None

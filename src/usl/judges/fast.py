@@ -21,13 +21,14 @@ from usl import paths
 from usl.crm import shipped_weights
 from usl.crm.answer_bank import AnswerBank, Progress
 from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
+from usl.crm.criterion_kinds import KindModel
 from usl.crm.fast_model import FastCRM, as_tensor, criteria_inputs, split_sign
 from usl.crm.quality_bank import QualityReading
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.crm.static_embed import StaticEmbedder
 from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
-from usl.types import Criteria
+from usl.types import Criteria, CriterionReading
 
 log = logging.getLogger(__name__)
 DEFAULT_WEIGHTS = "fast-crm"
@@ -80,6 +81,7 @@ class FastJudge:
         self._answer_repr: dict | None = None
         self._repr_rows = 0
         self.quality = QualityReading.for_weights(self.weights, home, quality)
+        self.kinds = KindModel.load(self.weights)
         if quality:   # another reader's readings make another judge
             self.version += "+" + hashlib.sha256(self.quality.gate.reader_identity.encode()).hexdigest()[:8]
 
@@ -141,6 +143,15 @@ class FastJudge:
             return [0.0] * len(crit)
         texts, signs = zip(*(split_sign(c) for c in crit))
         return [float(x) for x in self.quality.gate.shares(self.encoder.encode(list(texts)).numpy(), np.array(signs))]
+
+    def criteria_reading(self, criteria: Criteria) -> list[CriterionReading]:
+        """How this judge reads each criterion: its kind and the judge's measured accuracy on that kind
+        (``criterion_kinds.py``); empty where the weights hold no kind model."""
+        if self.kinds is None:
+            return []
+        crit = criteria.as_list() or list(QUALITY_CRITERIA)
+        texts = [split_sign(c)[0] for c in crit]
+        return self.kinds.read(crit, self.encoder.encode(texts).numpy(), self.quality_share(criteria))
 
     def missing_readings(self, queries: Sequence[str], model_answers: Sequence[str],
                          baseline_answers: Sequence[str]) -> int:

@@ -210,8 +210,9 @@ class LeaderboardService:
         rows = self._rows(data, models, sel, s, summ, topic_wr, lc, elo_ratings(s), warnings)
         breakdown, contribution = self._per_criterion(spec, data, judge, baseline, models, sel, s, progress)
         meta = self._spec_json(spec, data, judge, baseline, sel, length_word)
+        reading = tuple(judge.criteria_reading(spec.criteria)) if hasattr(judge, "criteria_reading") else ()
         return Leaderboard(spec=meta, rows=tuple(rows), criteria_breakdown=breakdown,
-                           warnings=tuple(warnings), criteria_contribution=contribution)
+                           warnings=tuple(warnings), criteria_contribution=contribution, criteria_reading=reading)
 
     def refine(self, spec: LeaderboardSpec, reference: str = "crm", queries: int | None = 0,
                seconds: float | None = None, progress: Progress | None = None) -> Leaderboard:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from usl.types import Criteria
+from usl.types import Criteria, CriterionReading
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,8 @@ class Leaderboard:
     warnings: tuple[str, ...] = ()
     # criterion -> share of the combined board it explains (non-negative weights summing to 1)
     criteria_contribution: dict[str, float] = field(default_factory=dict)
+    # how the judge reads each criterion (kind, measured accuracy on that kind); empty for judges that cannot say
+    criteria_reading: tuple[CriterionReading, ...] = ()
 
     def records(self) -> list[dict]:
         """The rows as plain dicts, flat: ``ci`` as ``ci_low``/``ci_high``, each topic as ``topic:NAME``."""
@@ -120,7 +122,8 @@ class Leaderboard:
     def to_json(self) -> dict:
         return {"spec": self.spec, "rows": [asdict(r) | {"ci": list(r.ci)} for r in self.rows],
                 "criteria_breakdown": self.criteria_breakdown,
-                "criteria_contribution": self.criteria_contribution, "warnings": list(self.warnings)}
+                "criteria_contribution": self.criteria_contribution, "warnings": list(self.warnings),
+                "criteria_reading": [asdict(r) for r in self.criteria_reading]}
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,18 @@ class RowOut(BaseModel):
     rating: Optional[float] = None
 
 
+class CriterionReadingOut(BaseModel):
+    """How the judge reads one criterion (``usl.crm.criterion_kinds``)."""
+
+    text: str
+    kind: str = Field(description="length, style, domain, quality or correctness.")
+    confidence: float = Field(description="The judge's probability of that kind.")
+    accuracy: Optional[float] = Field(description="The judge's accuracy on held-out eval pairs of that kind.")
+    n: int = Field(description="How many eval pairs that accuracy is measured on.")
+    quality_share: float = Field(0.0, description="The criterion's share of the quality reading.")
+    note: str = ""
+
+
 class LeaderboardOut(BaseModel):
     spec: dict
     rows: list[RowOut]
@@ -73,6 +85,8 @@ class LeaderboardOut(BaseModel):
     criteria_contribution: dict[str, float] = Field(
         default_factory=dict, description="Criterion -> share of the combined board it explains (sums to 1).")
     warnings: list[str] = Field(default_factory=list)
+    criteria_reading: list[CriterionReadingOut] = Field(
+        default_factory=list, description="How the judge reads each criterion, and how reliably it reads that kind.")
 
 
 class Placement(BaseModel):

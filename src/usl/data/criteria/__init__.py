@@ -9,6 +9,7 @@ personas ("I'm busy, so ..."). About a fifth of each family's wordings are held 
 File layout (``<family>.yaml``)::
 
     family: length_concise
+    kind: length                   # length, style, domain, quality or correctness
     opposite: length_detailed      # the family under which the other answer wins, or null
     description: Short, to-the-point answers without padding.
     wordings: [concise, Be brief., ...]
@@ -27,6 +28,7 @@ from usl.types import DataError
 
 LIBRARY_DIR = Path(__file__).parent
 MIN_WORDINGS = 10
+KINDS = ("length", "style", "domain", "quality", "correctness")   # what a family asks of an answer
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Family:
     opposite: str | None
     description: str
     wordings: tuple[str, ...]
+    kind: str = "style"
 
 
 @dataclass(frozen=True)
@@ -106,4 +109,7 @@ def _load_family(path: Path) -> Family:
     opposite = obj.get("opposite")
     if opposite is not None and not isinstance(opposite, str):
         raise DataError("expected a family name or null", path=str(path), field="opposite")
-    return Family(name, opposite, str(obj.get("description", "")), tuple(words))
+    kind = obj.get("kind")
+    if kind not in KINDS:
+        raise DataError(f"expected one of {list(KINDS)}, got {kind!r}", path=str(path), field="kind")
+    return Family(name, opposite, str(obj.get("description", "")), tuple(words), kind)

@@ -444,6 +444,7 @@ function render() {
   $("board-title").textContent = custom ? "Your leaderboard" : "Default leaderboard";
   $("board-sub").textContent = describe(payload, spec, custom);
   renderWarnings(custom ? [...payload.warnings, ...(payload.versionWarnings || [])] : []);
+  renderReading(custom ? payload.leaderboard.criteria_reading || [] : []);
   renderSummary(custom ? payload : null);
   renderTable(payload, custom);
   // A refined board exports as refined (the server's estimate from what its reference has judged).
@@ -490,6 +491,18 @@ function renderWarnings(list) {
   const ul = $("warnings");
   ul.replaceChildren(...list.map((w) => el("li", {text: w})));
   ul.hidden = list.length === 0;
+}
+
+// One line a criterion: its kind, the judge's measured accuracy on that kind, and a note where the
+// kind is beyond this judge (facts and code it cannot verify).
+function renderReading(list) {
+  const items = list.map((r) => el("li", {dataset: {kind: r.kind}},
+    el("strong", {text: r.kind}), " ",
+    r.accuracy === null ? "accuracy not measured" : `accuracy ${r.accuracy.toFixed(2)} on ${r.n} pairs`,
+    ` · quality share ${r.quality_share.toFixed(2)} · `, el("span", {text: r.text}),
+    r.note ? el("div", {className: "note", text: r.note}) : null));
+  $("reading-list").replaceChildren(...items);
+  $("reading").hidden = items.length === 0;
 }
 
 function renderSummary(payload) {
