@@ -24,7 +24,7 @@ const state = {
   pinned: null,        // {judge_version, data_version} of the link the page was opened with
 };
 
-// ---- small DOM helpers ------------------------------------------------------------------
+// ---- small DOM functions ----------------------------------------------------------------
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
