@@ -4,7 +4,7 @@
     python scripts/bench_fast_path.py --home DIR --runs 20 --json-out artifacts/bench_fast_path.json
     python scripts/bench_fast_path.py --home DIR --judge crm-factored [--no-breakdown]
 
-Targets (issue): the first start on a fresh data directory shows a usable leaderboard within 10 min
+Targets: the first start on a fresh data directory shows a usable leaderboard within 10 min
 (import, topics, static-embedding table, answer embedding included); later starts <= 10 s; criteria
 never asked before give the full leaderboard (all topics, CIs, per-criterion breakdown) in <= 1 s p50
 through the Python API and the HTTP API; peak RSS <= 2 GB.
@@ -307,7 +307,7 @@ def quantiles(times: list[float], sets: list[tuple[list[str], list[str]]]) -> di
 
 
 def targets(summary: dict) -> dict:
-    """The issue's targets against the measured figures (a start on an existing home is not a cold start)."""
+    """The targets against the measured figures (a start on an existing home is not a cold start)."""
     met = {"warm_start_le_10s": summary["warm_start_s"] <= 10, "http_p50_le_1s": summary["http_p50_s"] <= 1,
            "api_p50_le_1s": summary["api_p50_s"] <= 1,
            "peak_rss_le_2GB": max(summary["peak_rss_serve_mb"], summary["peak_rss_api_mb"]) <= 2048}

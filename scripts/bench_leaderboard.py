@@ -3,7 +3,7 @@
     python scripts/bench_leaderboard.py                       # synthetic data in a temporary store
     python scripts/bench_leaderboard.py --home DIR --judge length   # a real store (alpaca_eval imported)
 
-Targets (issue): statistics with 1,000 bootstrap resamples < 0.5 s; a cached leaderboard < 0.2 s.
+Targets: statistics with 1,000 bootstrap resamples < 0.5 s; a cached leaderboard < 0.2 s.
 "A cached leaderboard" is timed three ways: the same service asked again (in-memory memo), the same
 service with the memo cleared (every judgment read back from SQLite), and a fresh service (which also
 loads the benchmark's ~21k answers from SQLite first).

@@ -12,18 +12,16 @@ over wordings per family, the worst wordings, and how many wordings reach 0.95.
 
 Probe files hold {family: [wordings]}; ``concise`` and ``detailed`` stand for the families
 ``length_concise`` and ``length_detailed``, ``academy`` ... ``plain`` for ``domain_academy`` ...
-All ``probe_independent_*.json`` were written by helper sessions that saw neither the code nor the
+All ``probe_independent_*.json`` were written blind: by writers who saw neither the code nor the
 criteria libraries nor each other's files, each briefed differently. In ``configs/length_wordings/``
 (a settings box of a ranking site; varied phrasings; rubric and user styles; criteria for a
 reward-model test; a free-text box filled in by many kinds of people), which still measure fairly
-depends on whether their failures steered the keyword reading: ``a``, ``b``, ``c`` (30, 60, 60 a
-side, session 9) and ``d``, ``e``, ``f`` (60 a side, session 11) did, and so did
-``probe_worked_on.json``; ``g`` and ``h`` (60 a side, session 11) were the held-out measure until
-session 23 wrote training wordings after reading their misses; ``i`` (session 23) then was, until
-session 24 compared readers on it; ``j`` (session 24) has steered nothing. Write new blind sets
-before steering by them.
-``configs/domain_wordings/probe_independent_a.json`` (40 a style, session 11) and ``_b.json`` (50 a
-style, session 16) are blind too.
+depends on whether their failures steered the reading: ``a``, ``b``, ``c`` (30, 60, 60 a side) and
+``d``, ``e``, ``f`` (60 a side) steered the keyword reading, and so did ``probe_worked_on.json``;
+training wordings were written after reading the misses of ``g`` and ``h`` (60 a side); readers
+were compared on ``i``; ``j`` has steered nothing. Write new blind sets before steering by them.
+``configs/domain_wordings/probe_independent_a.json`` (40 a style) and ``_b.json`` (50 a style) are
+blind too.
 """
 
 from __future__ import annotations

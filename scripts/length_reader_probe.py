@@ -12,7 +12,7 @@ FILE (the length flip file) and every ``--guard`` file, twice: as shipped, and w
 direction taken from this reader (how far a criterion is a length wish stays the shipped length
 reader's 1 - P(neither); which way it points is this reader's (P(longer) - P(shorter)) / (P(longer) +
 P(shorter)); no trained weight changes). ``--reader DIR`` uses a reader written by `usl train-reader`
-instead of training one. Model card, section "Session 24".
+instead of training one. What it found: docs/log.md.
 
     python scripts/length_reader_probe.py --backbone smollm2-135m --layers 10,20,30 \\
         --frame $'Criterion for an answer: {}\\nDoes it ask for a shorter or a longer answer?' \\

@@ -2,7 +2,7 @@
 
 No training pair of the default build holds a bare answer ("Chihuahua") against one that gives it at
 length, so the learned terms never meet a one-word answer, and under some concise wordings they
-outweigh the length prior there (model card, section "Session 22"). This judges ``--data`` (pairs
+outweigh the length prior there (docs/log.md). This judges ``--data`` (pairs
 of that kind from *training* queries: ``usl data build-train --terse-per-query 6`` writes them to
 ``train.jsonl`` as source ``length/alpaca_terse``) and ``--guard`` (the dev file the CRM was early-
 stopped on) with the prior times each factor of ``--boosts``, and picks the smallest factor with the
@@ -12,7 +12,7 @@ The factors multiply the one the weights hold (1 after ``usl train-fast``); ``--
 product in their ``config.json`` (the judge's identity changes with it). The shipped weights took
 ``--boosts 1,1.5,2,3,4``: over 1-12 the rule picks 8, which costs our human files 0.7-1.3 points.
 
-    python scripts/tune_length_boost.py --weights artifacts/fast-v35s1 \\
+    python scripts/tune_length_boost.py --weights artifacts/fast \\
         --data artifacts/data-full2/train.jsonl --source length/alpaca_terse \\
         --guard artifacts/data-full/dev.jsonl [--write]
 """

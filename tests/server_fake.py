@@ -1,4 +1,4 @@
-"""Test helpers for the server: a duck-typed leaderboard service with known answers, and a real
+"""Test doubles for the server: a duck-typed leaderboard service with known answers, and a real
 uvicorn server on a free port in a background thread.
 
 The fake stands in for the engine only where the engine's numbers don't matter (validation,

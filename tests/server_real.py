@@ -1,4 +1,4 @@
-"""Test helpers for the real engine behind the server: a tiny benchmark with known length-judge
+"""Test fixtures for the real engine behind the server: a tiny benchmark with known length-judge
 answers saved into a real store, and ``usl serve`` started as a subprocess.
 
 Answers (words; baseline ``base`` always 10). The ``length`` judge prefers the longer answer.

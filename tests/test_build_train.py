@@ -255,7 +255,7 @@ def test_terse_pairs_need_the_long_answer_to_say_the_same():
 
 
 def test_the_written_probe_of_bare_answers_holds_each_pair_both_ways():
-    """configs/length_wordings/terse_pairs.jsonl (written by a helper, model card "Session 22")."""
+    """configs/length_wordings/terse_pairs.jsonl (written blind for this project; docs/log.md)."""
     samples = read_samples(Path(__file__).parents[1] / "configs" / "length_wordings" / "terse_pairs.jsonl")
     by_group: dict[str, dict[str, str]] = {}
     for s in samples:

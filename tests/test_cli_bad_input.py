@@ -1,7 +1,7 @@
 """Bad arguments and empty inputs: one line naming what is wrong, exit code 2, nothing stored.
 
-Each case here once ended in a traceback, or in exit 0 with nothing done (found by a review that
-used the CLI as a new user would)."""
+Each case is one a new user is likely to hit: a traceback, or exit 0 with nothing done, would
+leave them guessing."""
 
 from __future__ import annotations
 

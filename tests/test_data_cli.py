@@ -80,7 +80,7 @@ SHARED = paths.shared_data()
 
 @pytest.mark.skipif(SHARED is None or not (SHARED / "alpaca_eval").is_dir(), reason="no ../shared/data")
 def test_acceptance_default_import_in_a_real_process(tmp_path):
-    """The issue's acceptance check, through the installed entry point in a fresh process."""
+    """The acceptance check, through the installed entry point in a fresh process."""
     exe = [str(Path(sys.executable).parent / "usl")]
     env_home = ["--home", str(tmp_path / "home")]
     r = subprocess.run(exe + env_home + ["data", "import", "alpaca-eval"], capture_output=True, text=True)

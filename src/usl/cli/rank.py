@@ -174,7 +174,7 @@ def compare(ctx: typer.Context,
         typer.echo(f"\nKendall tau = {cmp.kendall_tau:.3f}   Spearman rho = {cmp.spearman_rho:.3f}")
 
 
-# ---- helpers ----------------------------------------------------------------------------------
+# ---- shared by the commands -------------------------------------------------------------------
 def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=None, benchmark="alpaca_eval",
           n_bootstrap=1000, seed=0, per_criterion=True, options=("--criteria", "--avoid")):
     from usl.leaderboard.types import LeaderboardSpec

@@ -86,8 +86,8 @@ class AnswerBank:
         return self.cache_dir / f"bank_{h.hexdigest()[:20]}"
 
     def _load_whole_set(self, keys: list[tuple[str, str]]) -> None:
-        """Rows from a cache of the earlier layout: one file per answer set (``bank-v1``), so that a
-        data directory made before per-answer keys is not recomputed; they are saved as a segment."""
+        """Rows from a cache in the ``bank-v1`` layout (one file per answer set), so that a data directory
+        in that layout is not recomputed; they are saved as a segment."""
         h = hashlib.sha256(b"bank-v1")
         h.update(",".join(self.feature_names).encode())
         if self.register is not None:

@@ -1,6 +1,11 @@
 """A model card for a trained CRM: what it is, how it was trained, how well it does.
 
     python -m usl.crm.card RUN_DIR [EVAL_JSON ...]   # writes RUN_DIR/final/MODEL_CARD.md
+    python -m usl.crm.card table CARD REPORT[=LABEL] ...   # rewrites CARD's evaluation table
+
+A card's evaluation table is rendered from ``usl eval --json`` reports, never typed: the card holds it
+between ``<!-- eval-table -->`` and ``<!-- /eval-table -->``, and ``table`` rewrites that block from the
+reports (one column of accuracies per report, one row per eval file, in the first report's order).
 """
 
 from __future__ import annotations
@@ -58,7 +63,51 @@ def model_card(run_dir: Path, evals: list[dict]) -> str:
     return "\n".join(lines)
 
 
+BEGIN, END = "<!-- eval-table -->", "<!-- /eval-table -->"
+
+
+def eval_table(reports: list[dict], labels: list[str] | None = None) -> str:
+    """Markdown table of accuracy per eval file, one column per report.
+
+    >>> r = {"judge": "default@fast-1", "n": 3, "accuracy": 0.5, "by_file": {"human.jsonl": {"n": 3, "accuracy": 0.5}}}
+    >>> print(eval_table([r], ["default"]))
+    | file | n | default |
+    | --- | --- | --- |
+    | human.jsonl | 3 | 0.500 |
+    """
+    labels = labels or [r.get("judge", f"report {i + 1}") for i, r in enumerate(reports)]
+    files: list[str] = []
+    for r in reports:
+        files += [f for f in r.get("by_file", {}) if f not in files]
+    lines = ["| file | n | " + " | ".join(labels) + " |", "| --- " * (len(labels) + 2) + "|"]
+    for f in files:
+        cells = [r.get("by_file", {}).get(f) for r in reports]
+        n = next((c["n"] for c in cells if c and "n" in c), None)
+        lines.append(f"| {f} | {_fmt(n)} | " + " | ".join(_fmt(c.get("accuracy")) if c else "-" for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def render_table(card: str, reports: list[dict], labels: list[str] | None = None) -> str:
+    """``card`` with the block between the eval-table markers replaced by :func:`eval_table`."""
+    head, sep, rest = card.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise ValueError(f"the card has no {BEGIN} ... {END} block to fill")
+    return f"{head}{BEGIN}\n{eval_table(reports, labels)}\n{END}{tail}"
+
+
+def _table_main(argv: list[str]) -> None:
+    card = Path(argv[0])
+    paths, labels = zip(*(a.partition("=")[::2] for a in argv[1:]))
+    reports = [json.loads(Path(p).read_text()) for p in paths]
+    labels = [lab or r.get("judge", Path(p).stem) for p, lab, r in zip(paths, labels, reports)]
+    card.write_text(render_table(card.read_text(), reports, labels))
+    print(card)
+
+
 def main(argv: list[str]) -> None:
+    if argv and argv[0] == "table":
+        return _table_main(argv[1:])
     run = Path(argv[0])
     evals = [json.loads(Path(p).read_text()) for p in argv[1:]]
     out = run / "final" / "MODEL_CARD.md"

@@ -100,7 +100,7 @@ class BuildConfig:
     terse_per_query: int = field(default=0, metadata={
         "help": "Training pairs per query of a bare answer against one that gives it at length "
                 "(length/alpaca_terse; 0 = none). They teach one-word answers under concise wishes, and "
-                "cost style pairs 1.4-3.2 points (model card, session 22), so the default build has none."})
+                "cost style pairs 1.4-3.2 points (docs/log.md), so the default build has none."})
 
     def __post_init__(self) -> None:
         if self.terse_per_query < 0:

@@ -1,6 +1,6 @@
 """Reading JSON and JSONL files (plain or gzipped) with errors that name the file, line and field.
 
-Every importer goes through these helpers, so a truncated line or a wrong type is reported the
+Every importer goes through these functions, so a truncated line or a wrong type is reported the
 same way everywhere: ``DataError("data.jsonl:line 7: field 'criteria': expected a list ...")``.
 """
 

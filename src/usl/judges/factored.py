@@ -11,7 +11,7 @@ for a new 43 x 483 board, a minute on a GPU; ``usl rank --judge crm-factored`` o
 fill it; the server does not, see ``LeaderboardService.unread_pairs``).
 
 Its decisions approximate ``crm``'s: measured against ``crm``'s own boards, not assumed
-(``scripts/factored_crm.py``, docs/crm_transformer_runs.md, eighth round).
+(``scripts/factored_crm.py``; figures in the crm-minilm-span model card).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ CONTRACT (owned by the leaderboard engine; the server codes against these signat
 A service instance keeps each benchmark (queries, answers, fingerprints) and each loaded judge
 in memory, and the last few score matrices, so repeated leaderboards skip the store entirely.
 
-Choices where the issue was silent:
+Choices the paper leaves open:
 
 - Win rates average the judges' probabilities (soft scores), not thresholded decisions; a judge
   that only gives hard verdicts (LLM, length) produces the classic counted win rate.

@@ -1,4 +1,4 @@
-"""The record every pair source emits, and small helpers they share."""
+"""The record every pair source emits, and small functions they share."""
 
 from __future__ import annotations
 

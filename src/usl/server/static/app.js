@@ -24,7 +24,7 @@ const state = {
   pinned: null,        // {judge_version, data_version} of the link the page was opened with
 };
 
-// ---- small DOM helpers ------------------------------------------------------------------
+// ---- small DOM functions ----------------------------------------------------------------
 
 function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
@@ -348,7 +348,7 @@ function setView(view) {
 
 // Judged questions before the refined board replaces the fast one: from 5 on it is closer to the
 // reference's whole board than the fast board on most criteria sets (15 of 24 measured; 19 at 10;
-// docs/crm_transformer_runs.md, seventh round). With 2 it is a coin flip (10 of 24).
+// docs/log.md, "progressive refinement"). With 2 it is a coin flip (10 of 24).
 const REFINE_SHOW_AFTER = 5;
 
 function renderRefineBar() {

@@ -1,5 +1,5 @@
 // "Check the judge on your taste": 10 pairs from the chosen topics under the chosen criteria, the
-// user's votes, and the judge's agreement with them (POST /api/check/votes). Uses app.js's helpers
+// user's votes, and the judge's agreement with them (POST /api/check/votes). Uses app.js's functions
 // ($, el, readForm, toParams, errorText, fmt), loaded before this file.
 "use strict";
 
