@@ -75,3 +75,23 @@ def test_refine_with_the_shipped_crm(page, site):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "real_engine_refined.png"), full_page=True)
     assert page.errors == []
+
+
+def test_the_page_says_how_the_default_judge_reads_each_criterion(page, tmp_path_factory):
+    """With the shipped default judge, a custom board lists each criterion's kind and the judge's measured
+    accuracy on it, and says plainly that facts are beyond it."""
+    home = tmp_path_factory.mktemp("home-default")
+    make_tiny(home)
+    with usl_serve(home, "--benchmark", "tiny", "--judge", "default") as url:
+        page.goto(url)
+        wait_for_view(page, "default")
+        page.fill("#likes", "I prefer answers that are factually right.\nBe brief.")
+        page.click("#rank-btn")
+        wait_for_view(page, "custom")
+        assert page.is_visible("#reading")
+        kinds = page.locator("#reading-list li").evaluate_all("ls => ls.map(l => l.dataset.kind)")
+        assert kinds == ["correctness", "length"]
+        first = page.locator("#reading-list li").first.inner_text()
+        assert "accuracy 0." in first and "cannot verify" in first and "--judge llm:" in first
+        assert "cannot verify" not in page.locator("#reading-list li").nth(1).inner_text()
+        assert page.errors == []

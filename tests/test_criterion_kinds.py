@@ -11,12 +11,10 @@ from usl.types import DataError
 
 
 def test_reliability_is_the_pair_weighted_accuracy_over_each_kinds_families():
-    report = {"by_family": {"length_concise": {"accuracy": 1.0, "n_non_tie": 30},
-                            "length_detailed": {"accuracy": 0.9, "n_non_tie": 10},
-                            "factual": {"accuracy": 0.5, "n_non_tie": 8},
-                            "not_a_family": {"accuracy": 0.1, "n_non_tie": 99},
-                            "harmless": {"accuracy": 0.7, "n_non_tie": 0}}}
-    rel = ck.reliability_from_report(report, load_library())
+    by_family = {"length_concise": {"accuracy": 1.0, "n": 30}, "length_detailed": {"accuracy": 0.9, "n": 10},
+                 "factual": {"accuracy": 0.5, "n": 8}, "not_a_family": {"accuracy": 0.1, "n": 99},
+                 "harmless": {"accuracy": 0.7, "n": 0}}
+    rel = ck.reliability_by_kind(by_family, load_library())
     assert rel == {"length": {"accuracy": 0.975, "n": 40}, "correctness": {"accuracy": 0.5, "n": 8}}
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from usl.crm.factored import pair_key
 from usl.crm.quality_bank import QualityBank, fill
-from usl.crm.quality_gate import QualityGate, fit
+from usl.crm.quality_gate import GateSample, QualityGate, cross_fit, decide, fit
 
 QS, AS, BS = ["q1", "q2", "q3"], ["a1", "a2", "a3"], ["b1", "b2", "b3"]
 
@@ -60,32 +60,46 @@ def test_fill_reads_each_pair_once_and_resumes_after_a_crash(tmp_path):
     assert len(QualityBank.load(path)) == 10
 
 
-def test_gate_learns_which_criteria_ask_for_quality():
-    """Planted: for criteria of kind 'quality' the label follows Q, for kind 'style' it follows the fast
-    reading; the fitted gate gives the first kind the larger share, and beats both readings alone."""
-    rng = np.random.default_rng(0)
-    n, d = 1200, 8
-    kind = rng.integers(0, 2, n)                     # 1 = a quality criterion
-    emb = [np.eye(d)[[k]] + 0.05 * rng.normal(size=(1, d)) for k in kind]
-    signs = [np.ones(1) for _ in range(n)]
+def _planted(n: int, seed: int) -> tuple[list[GateSample], np.ndarray]:
+    """Criteria of kind 'quality' (1) whose label follows Q, of kind 'style' (0) whose label follows the
+    fast reading; half the wordings are 'Avoid:' ones, which never ask for quality."""
+    rng = np.random.default_rng(seed)
+    kind = rng.integers(0, 2, n)
+    sign = np.where(rng.random(n) < 0.5, 1.0, -1.0)
     fast, q = rng.normal(0, 2, n), rng.normal(0, 2, n)
-    truth = np.where(kind == 1, q, fast)
-    y = (truth + rng.logistic(size=n) * 0.5 > 0).astype(float)
-    w, b, alpha, _ = fit(emb, signs, fast, q, y, l2=1e-4)
-    gate = QualityGate(tuple(w), b, alpha, "quality", "quality@x", {})
-    share = np.array([gate.shares(e, s)[0] for e, s in zip(emb, signs)])
-    assert share[kind == 1].mean() > 0.7 > 0.3 > share[kind == 0].mean()
-    comb = (1 - share) * fast + share * alpha * q
-    acc = lambda x: float(np.mean((x > 0) == (y > 0.5)))  # noqa: E731
-    assert acc(comb) > max(acc(fast), acc(q)) + 0.1
+    truth = np.where((kind == 1) & (sign > 0), q, fast)
+    y = truth + rng.logistic(size=n) * 0.5 > 0
+    samples = [GateSample(np.eye(2)[[k]] * 0.9 + 0.05, np.array([s]), f, qq, bool(t), "f.jsonl",
+                          (f"wording {i % 40}",), "fam") for i, (k, s, f, qq, t) in enumerate(zip(kind, sign, fast, q, y))]
+    return samples, kind * (sign > 0)
+
+
+def test_gate_learns_which_criteria_ask_for_quality():
+    """Planted: the fitted gate gives quality likes the larger share, 'Avoid:' wishes none, and beats both
+    readings alone; the cross-fitted figure (other half of the wordings) says the same."""
+    samples, asks = _planted(1600, 0)
+    u, v, _ = fit(samples, l2=1e-4)
+    gate = QualityGate(("style", "quality"), tuple(u), tuple(v), (1.6, 1.6), "quality", "quality@x", {})
+    share = np.array([gate.shares(s.kind_probs, s.signs)[0] for s in samples])
+    assert share[asks == 1].mean() > 0.7 > 0.3 > share[asks == 0].mean()
+    acc = lambda xs: float(np.mean([(x > 0) == s.a_wins for x, s in zip(xs, samples)]))  # noqa: E731
+    comb = [decide(np.array(u), np.array(v), s) for s in samples]
+    assert acc(comb) > max(acc([s.fast for s in samples]), acc([s.q for s in samples])) + 0.07
+    files, families = cross_fit(samples, l2=1e-4)
+    assert files["f.jsonl"]["n"] == 1600 and files["f.jsonl"]["gate"] > files["f.jsonl"]["fast"] + 0.07
+    assert families["fam"]["gate"] == files["f.jsonl"]["gate"]
 
 
 def test_gate_file_round_trips_and_bad_ones_are_named(tmp_path):
-    gate = QualityGate((0.5, -1.0, 2.0), 0.1, 0.8, "quality", "quality@abc", {"samples": 3})
+    gate = QualityGate(("style", "quality"), (0.5, -1.0, 2.0, 0.1), (0.1, 0.8, 0.0, -1.0), (2.0, 1.0),
+                       "quality", "quality@abc", {"samples": 3})
     gate.save(tmp_path)
     assert QualityGate.load(tmp_path) == gate
     (tmp_path / "quality_gate.json").write_text(json.dumps({"w": [1.0]}))
     with pytest.raises(ValueError, match="quality_gate.json: not a quality gate"):
+        QualityGate.load(tmp_path)
+    (tmp_path / "quality_gate.json").write_text(json.dumps({**json.loads(json.dumps(gate.__dict__)), "u": [1.0]}))
+    with pytest.raises(ValueError, match="weights do not match its 2 kinds"):
         QualityGate.load(tmp_path)
     assert QualityGate.load(tmp_path / "nothing") is None
 
@@ -106,7 +120,7 @@ def test_shipped_default_judge_weighs_the_shipped_reader():
     p = judge.judge_matrix(crit, q, a, b)
     assert 1 / (1 + np.exp(-(per.sum() + qual.sum()))) == pytest.approx(p[0])
     shares = judge.quality_share(crit)
-    assert all(0 < s < 1 for s in shares)
+    assert all(0 < s < 1 for s in shares) and shares[0] > shares[1]     # quality asks more of Q than concision
     # the same answer but for a trailing space, its reading stored the other way round: the judge follows it
     judge.quality.bank.add([pair_key(q[0], b[0], a[0] + " ")], np.array([3.0]))
     assert judge.judge_matrix(crit, q, [a[0] + " "], b)[0] < p[0] - 0.05

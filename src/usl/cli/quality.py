@@ -9,75 +9,87 @@ from usl.cli.common import user_errors
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
-@app.command("fit-gate")
-def fit_gate_cmd(
-    ctx: typer.Context,
-    fast_predictions: str = typer.Option(..., help="`usl eval --judge fast:WEIGHTS --predictions F` on the dev file: "
-                                                   "the fast judge's readings (fitted without a gate)."),
-    quality_predictions: str = typer.Option(..., help="`usl eval --judge READER --predictions F` on the same file."),
-    weights: str = typer.Option("", help="The fast CRM's weights folder, where quality_gate.json is written "
-                                         "(default: the shipped one)."),
-    reader: str = typer.Option("quality", help="Judge spec of the quality reader the gate weighs."),
-    l2: float = typer.Option(1e-3, min=0.0, help="L2 penalty on the gate's weights."),
-) -> None:
-    """Learn how much each criterion leans on the quality reading (usl.crm.quality_gate)."""
-    with user_errors():
-        from pathlib import Path
-
-        from usl.crm import shipped_weights
-        from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
-        from usl.crm.quality_gate import QualityGate, fit_from_predictions, read_predictions
-        from usl.judges.registry import load_judge
-
-        folder = Path(weights) if weights else shipped_weights("fast-crm")
-        adapter = folder / ADAPTER_DIR
-        encoder = CriteriaEncoder(adapter if adapter.exists() else None)
-        w, b, alpha, info = fit_from_predictions(read_predictions(fast_predictions),
-                                                 read_predictions(quality_predictions),
-                                                 lambda t: encoder.encode(list(t)).numpy(), l2=l2)
-        identity = load_judge(reader).identity
-        info |= {"fast_predictions": Path(fast_predictions).name, "quality_predictions": Path(quality_predictions).name}
-        QualityGate(tuple(float(x) for x in w), b, alpha, reader, identity, info).save(folder)
-        typer.echo(f"gate for {identity}: alpha {alpha:.3f}, {info['samples']} samples, log-loss {info['log_loss']} "
-                   f"-> {folder / 'quality_gate.json'}")
-
-
 @app.command("fit-kinds")
 def fit_kinds_cmd(
-    report: str = typer.Option(..., help="`usl eval --judge default --out R` over the eval files: the judge's "
-                                         "accuracy on each kind of criterion, shown beside each board's criteria."),
     weights: str = typer.Option("", help="The fast CRM's weights folder, where criterion_kinds.json is written "
                                          "(default: the shipped one)."),
     l2: float = typer.Option(1e-4, min=0.0, help="L2 penalty of the kind classifier."),
 ) -> None:
     """Learn which kind of wish a criterion states (length, style, domain, quality, correctness) from the
-    criteria library's training wordings, and record the judge's accuracy on each kind (usl.crm.criterion_kinds)."""
+    criteria library's training wordings (usl.crm.criterion_kinds). Run usl quality fit-gate after it."""
     with user_errors():
-        import json
-        from pathlib import Path
-
-        from usl.crm import criterion_kinds, shipped_weights
-        from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
+        from usl.crm import criterion_kinds
         from usl.crm.fast_model import split_sign
         from usl.data.criteria import load_library
 
-        folder = Path(weights) if weights else shipped_weights("fast-crm")
-        try:
-            rep = json.loads(Path(report).read_text())
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{report}: not an eval report ({e})") from None
-        if "by_family" not in rep:
-            raise ValueError(f"{report}: no 'by_family' figures; write it with usl eval --out")
-        adapter = folder / ADAPTER_DIR
-        encoder = CriteriaEncoder(adapter if adapter.exists() else None)
+        folder, encoder = _weights_and_encoder(weights)
         model = criterion_kinds.fit(load_library(), lambda t: encoder.encode([split_sign(x)[0] for x in t]).numpy(),
-                                    rep, l2=l2)
+                                    l2=l2)
         model.save(folder)
-        typer.echo(f"kinds on held-out wordings: {model.fitted_on['held_out_accuracy']:.3f} "
-                   f"{model.fitted_on['held_out_accuracy_by_kind']}")
-        for kind, r in model.reliability.items():
-            typer.echo(f"  {kind:<11} judge accuracy {r['accuracy']:.3f} on {r['n']} pairs")
-        typer.echo(f"-> {folder / criterion_kinds.KINDS_FILE}")
+        typer.echo(f"kinds of held-out wordings: {model.fitted_on['held_out_accuracy']:.3f} "
+                   f"{model.fitted_on['held_out_accuracy_by_kind']} -> {folder / criterion_kinds.KINDS_FILE}")
+
+
+@app.command("fit-gate")
+def fit_gate_cmd(
+    fast_predictions: list[str] = typer.Option(..., help="`usl eval --judge fast:WEIGHTS --predictions F` over eval "
+                                                         "files: the fast judge's readings without a gate (repeatable)."),
+    quality_predictions: list[str] = typer.Option(..., help="`usl eval --judge READER --predictions F` on the same "
+                                                            "files (repeatable)."),
+    weights: str = typer.Option("", help="The fast CRM's weights folder, where quality_gate.json is written "
+                                         "(default: the shipped one)."),
+    reader: str = typer.Option("quality", help="Judge spec of the quality reader the gate weighs."),
+    l2: float = typer.Option(1e-3, min=0.0, help="L2 penalty on the gate's kind weights."),
+) -> None:
+    """Learn how much each criterion leans on the quality reading (usl.crm.quality_gate) from pairs with
+    both readings, print each file's accuracy cross-fitted over halves of the criteria wordings, and record
+    the judge's accuracy on each kind of criterion beside the kind classifier."""
+    with user_errors():
+        from dataclasses import replace
+        from pathlib import Path
+
+        from usl.crm.criterion_kinds import KindModel, reliability_by_kind
+        from usl.crm.fast_model import split_sign
+        from usl.crm.quality_gate import fit_gate, read_predictions, samples_from_predictions
+        from usl.data.criteria import load_library
+        from usl.judges.registry import load_judge
+
+        folder, encoder = _weights_and_encoder(weights)
+        kinds = KindModel.load(folder)
+        if kinds is None:
+            raise ValueError(f"{folder}: no criterion_kinds.json; run usl quality fit-kinds first")
+        fast, quality = {}, {}
+        for path in fast_predictions:
+            fast |= read_predictions(path)
+        for path in quality_predictions:
+            quality |= read_predictions(path)
+        samples = samples_from_predictions(
+            fast, quality, lambda t: kinds.probabilities(encoder.encode([split_sign(x)[0] for x in t]).numpy()))
+        identity = load_judge(reader).identity
+        info = {"fast_predictions": [Path(p).name for p in fast_predictions],
+                "quality_predictions": [Path(p).name for p in quality_predictions]}
+        gate, families = fit_gate(samples, kinds.kinds, reader, identity, l2=l2, info=info)
+        gate.save(folder)
+        by_family = {f: {"n": r["n"], "accuracy": r["gate"]} for f, r in families.items()}
+        replace(kinds, reliability=reliability_by_kind(by_family, load_library())).save(folder)
+        typer.echo(f"gate for {identity}: {len(samples)} samples, log-loss {gate.fitted_on['log_loss']}; "
+                   "accuracy cross-fitted over halves of the criteria wordings:")
+        typer.echo(f"  {'file':<28} {'n':>6} {'fast':>6} {'reader':>6} {'gate':>6}")
+        for file, r in gate.fitted_on["cross_fit"].items():
+            typer.echo(f"  {file:<28} {r['n']:>6} {r['fast']:>6.3f} {r['quality']:>6.3f} {r['gate']:>6.3f}")
+        typer.echo(f"-> {folder / 'quality_gate.json'}, reliability by kind -> {folder / 'criterion_kinds.json'}")
+
+
+def _weights_and_encoder(weights: str):
+    """The fast CRM's weights folder (default: the shipped one) and its criteria encoder."""
+    from pathlib import Path
+
+    from usl.crm import shipped_weights
+    from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
+
+    folder = Path(weights) if weights else shipped_weights("fast-crm")
+    adapter = folder / ADAPTER_DIR
+    return folder, CriteriaEncoder(adapter if adapter.exists() else None)
 
 
 @app.command("fill")

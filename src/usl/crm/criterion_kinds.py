@@ -8,12 +8,12 @@ accurate?" barely better than a coin for facts it cannot check. So a board says,
   embedding (the fast judge's criteria tower). It is fitted on the criteria library's training
   wordings (``usl/data/criteria/*.yaml``, each family declares its ``kind``), and its accuracy on
   the library's held-out wordings is recorded beside it;
-- that kind's **reliability**: the default judge's accuracy on the eval files' pairs of that kind's
-  families, read from a ``usl eval --out`` report;
+- that kind's **reliability**: the default judge's accuracy on held-out eval pairs of that kind's
+  families, written by ``usl quality fit-gate`` (which measures the judge with its quality gate);
 - for ``correctness`` a note that a small judge cannot verify facts or code, pointing to an LLM judge.
 
-``usl quality fit-kinds --report R`` fits and writes ``criterion_kinds.json`` beside the fast CRM's
-weights.
+``usl quality fit-kinds`` fits the classifier and writes ``criterion_kinds.json`` beside the fast CRM's
+weights; the quality gate (``quality_gate.py``) reads the same kind probabilities.
 """
 
 from __future__ import annotations
@@ -116,23 +116,23 @@ def fit_weights(x: np.ndarray, y: np.ndarray, n_kinds: int, *, l2: float = 1e-2,
     return w.detach().numpy()
 
 
-def reliability_from_report(report: dict, library: Library) -> dict:
-    """{kind: {"accuracy", "n"}}: the judge's accuracy over the report's families of each kind."""
+def reliability_by_kind(by_family: dict, library: Library) -> dict:
+    """{kind: {"accuracy", "n"}}: pair-weighted accuracy over each kind's families; ``by_family`` maps a
+    family to {"n", "accuracy"} (families the library does not know are left out)."""
     hits: dict[str, float] = {}
     counts: dict[str, int] = {}
-    for family, r in report.get("by_family", {}).items():
-        if family not in library or not r.get("n_non_tie"):
+    for family, r in by_family.items():
+        if family not in library or not r.get("n"):
             continue
         kind = library[family].kind
-        hits[kind] = hits.get(kind, 0.0) + r["accuracy"] * r["n_non_tie"]
-        counts[kind] = counts.get(kind, 0) + r["n_non_tie"]
+        hits[kind] = hits.get(kind, 0.0) + r["accuracy"] * r["n"]
+        counts[kind] = counts.get(kind, 0) + r["n"]
     return {k: {"accuracy": round(hits[k] / counts[k], 3), "n": counts[k]} for k in KINDS if counts.get(k)}
 
 
-def fit(library: Library, encode: Callable[[list[str]], np.ndarray], report: dict, *, seed: int = 0,
-        l2: float = 1e-2) -> KindModel:
-    """Fit on the library's training wordings; record accuracy on its held-out ones and the reliability
-    table of ``report`` (a ``usl eval --out`` JSON of the default judge)."""
+def fit(library: Library, encode: Callable[[list[str]], np.ndarray], *, seed: int = 0, l2: float = 1e-4) -> KindModel:
+    """Fit on the library's training wordings and record the accuracy on its held-out ones. The reliability
+    table is filled by ``usl quality fit-gate``, which measures the judge (:func:`reliability_by_kind`)."""
     train, held = library_wordings(library, seed=seed)
     kinds = tuple(k for k in KINDS if any(kind == k for _, kind in train))
     ids = {k: i for i, k in enumerate(kinds)}
@@ -143,6 +143,5 @@ def fit(library: Library, encode: Callable[[list[str]], np.ndarray], report: dic
     right = np.array([kinds[i] for i in p.argmax(1)]) == np.array([k for _, k in held])
     per_kind = {k: round(float(right[[kk == k for _, kk in held]].mean()), 3) for k in kinds}
     fitted_on = {"train_wordings": len(train), "held_out_wordings": len(held), "seed": seed, "l2": l2,
-                 "held_out_accuracy": round(float(right.mean()), 3), "held_out_accuracy_by_kind": per_kind,
-                 "report_judge": report.get("judge", "")}
-    return KindModel(kinds, model.w, reliability_from_report(report, library), fitted_on)
+                 "held_out_accuracy": round(float(right.mean()), 3), "held_out_accuracy_by_kind": per_kind}
+    return KindModel(kinds, model.w, {}, fitted_on)

@@ -2,26 +2,30 @@
 
 The default judge's decision is
 
-    logit(A over B) = (1 - p) * fast(c; A, B) + p * alpha * Q(A, B),    p = (1/k) * sum_c g(c),
-    g(c) = sigmoid(w . [e_c, s_c] + b)
+    logit(A over B) = a * fast(c; A, B) + (1/k) * sum_c b_c * Q(A, B),    a = (1/k) * sum_c a_c
+    a_c = softplus(u . x_c),    b_c = softplus(v . x_c),    x_c = [P(kind | c), s_c, 1]
 
 ``fast`` is the fast CRM's criteria reading (``fast_model.py``), ``Q`` the quality reader's reading of the
-pair (``judges/quality.py``, stored per pair), ``e_c`` the criterion's sentence embedding (the fast judge's
-own MiniLM pass) and ``s_c`` its sign (+1 a like, -1 "Avoid: ..."). ``g(c)`` in [0, 1] is the share of the
-decision criterion c gives to quality: "The answer is helpful and accurate" should lean on ``Q``, "Be
-concise" on the fast reading, and a list that mixes them in proportion; ``alpha > 0`` puts ``Q`` on the
-fast reading's scale, so quality never argues for the worse answer.
+pair (``judges/quality.py``, stored per pair), ``P(kind | c)`` the criterion's kind probabilities
+(``criterion_kinds.py``: length, style, domain, quality, correctness) and ``s_c`` its sign (+1 a like, -1
+"Avoid: ..."). "The answer is helpful and accurate" leans on ``Q``, "Be concise" on the fast reading, and a
+list that mixes them in proportion. Both weights are non-negative, so quality never argues for the worse
+answer and a criterion never flips the fast reading; ``a`` also recalibrates the fast reading's confidence.
 
-``w``, ``b`` and ``alpha`` are learned, not set: :func:`fit` maximises the likelihood of labelled pairs
+``u`` and ``v`` (14 numbers) are learned, not set: :func:`fit` maximises the likelihood of labelled pairs
 whose criteria are general (the label is the better answer), about style, length or domain (the label
-follows the criteria, whatever ``Q`` says), or both, with an L2 penalty on ``w``. ``usl quality fit-gate`` runs it on a dev file; the result is ``quality_gate.json``
-beside the fast CRM's weights, recording which reader it was fitted for.
+follows the criteria, whatever ``Q`` says), or both. They are fitted on pairs that neither the fast CRM nor
+the reader trained or was selected on (``usl quality fit-gate``), and :func:`cross_fit` reports each file's
+accuracy with the gate fitted on the other half of the criteria wordings. The result is
+``quality_gate.json`` beside the fast CRM's weights, recording which reader it was fitted for.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import zlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,22 +35,35 @@ log = logging.getLogger(__name__)
 GATE_FILE = "quality_gate.json"
 
 
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x)
+
+
 @dataclass(frozen=True)
 class QualityGate:
-    """``w``: (d + 1,) over [embedding, sign]; ``reader``: the judge spec whose readings it weighs and
-    ``reader_identity`` the identity it was fitted on."""
+    """``u``, ``v``: (len(kinds) + 2,) over [kind probabilities, sign, 1]; ``reader``: the judge spec whose
+    readings it weighs and ``reader_identity`` the identity it was fitted on; ``scale``: the mean |logit|
+    of the fast reading and of ``Q`` on the fitting pairs (what a share of the decision is measured in)."""
 
-    w: tuple[float, ...]
-    b: float
-    alpha: float
+    kinds: tuple[str, ...]
+    u: tuple[float, ...]
+    v: tuple[float, ...]
+    scale: tuple[float, float]
     reader: str
     reader_identity: str
     fitted_on: dict
 
-    def shares(self, emb: np.ndarray, signs: np.ndarray) -> np.ndarray:
-        """g(c) for each criterion: ``emb`` (k, d), ``signs`` (k,) -> (k,) in [0, 1]."""
-        x = np.concatenate([emb, signs[:, None]], 1) @ np.asarray(self.w) + self.b
-        return 1.0 / (1.0 + np.exp(-x))
+    def weights(self, kind_probs: np.ndarray, signs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(a_c, b_c) for each criterion: ``kind_probs`` (k, len(kinds)), ``signs`` (k,) -> two (k,) arrays."""
+        x = np.concatenate([kind_probs, signs[:, None], np.ones((len(signs), 1))], 1)
+        return _softplus(x @ np.asarray(self.u)), _softplus(x @ np.asarray(self.v))
+
+    def shares(self, kind_probs: np.ndarray, signs: np.ndarray) -> np.ndarray:
+        """Each criterion's share of its decision that the quality reading holds, in [0, 1], with both
+        readings at their typical size."""
+        a, b = self.weights(kind_probs, signs)
+        fq = b * self.scale[1]
+        return fq / (a * self.scale[0] + fq)
 
     def save(self, folder: Path) -> None:
         (folder / GATE_FILE).write_text(json.dumps(asdict(self), indent=1) + "\n")
@@ -58,35 +75,54 @@ class QualityGate:
             return None
         try:
             d = json.loads(path.read_text())
-            return cls(tuple(float(x) for x in d["w"]), float(d["b"]), float(d["alpha"]), str(d["reader"]),
-                       str(d["reader_identity"]), dict(d.get("fitted_on", {})))
+            floats = lambda xs: tuple(float(x) for x in xs)
+            gate = cls(tuple(str(k) for k in d["kinds"]), floats(d["u"]), floats(d["v"]), floats(d["scale"]),
+                       str(d["reader"]), str(d["reader_identity"]), dict(d.get("fitted_on", {})))
         except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}: not a quality gate ({e})") from None
+            raise ValueError(f"{path}: not a quality gate ({e}); refit it with usl quality fit-gate") from None
+        if len(gate.u) != len(gate.kinds) + 2 or len(gate.v) != len(gate.u) or len(gate.scale) != 2:
+            raise ValueError(f"{path}: not a quality gate (weights do not match its {len(gate.kinds)} kinds)")
+        return gate
 
 
-def fit(emb: list[np.ndarray], signs: list[np.ndarray], fast_logit: np.ndarray, q: np.ndarray, y: np.ndarray, *,
-        l2: float = 1e-2, steps: int = 300) -> tuple[np.ndarray, float, float, float]:
-    """``emb[i]`` (k_i, d) and ``signs[i]`` (k_i,): sample i's criteria; ``fast_logit``, ``q`` (n,): the two
-    readings of A over B; ``y`` (n,) 1 where A is preferred. Returns (w, b, alpha, final mean log-loss)."""
+@dataclass(frozen=True)
+class GateSample:
+    """One labelled pair: its criteria's kind probabilities (k, K) and signs (k,), the two readings of A
+    over B as logits, whether A is preferred, and the eval file and criteria family it came from."""
+
+    kind_probs: np.ndarray
+    signs: np.ndarray
+    fast: float
+    q: float
+    a_wins: bool
+    file: str
+    criteria: tuple[str, ...]
+    family: str = ""
+
+
+def fit(samples: Sequence[GateSample], *, l2: float = 1e-3, steps: int = 300) -> tuple[np.ndarray, np.ndarray, float]:
+    """Maximum likelihood of the samples' labels under the gate, with an L2 penalty on the kind weights.
+    Returns (u, v, final mean log-loss)."""
     import torch
 
-    d = emb[0].shape[1] + 1
-    x = torch.tensor(np.concatenate([np.concatenate([e, s[:, None]], 1) for e, s in zip(emb, signs)]),
-                     dtype=torch.float64)
-    owner = torch.tensor(np.repeat(np.arange(len(emb)), [len(s) for s in signs]))
-    k = torch.tensor([len(s) for s in signs], dtype=torch.float64)
-    off, qq = torch.tensor(fast_logit, dtype=torch.float64), torch.tensor(q, dtype=torch.float64)
-    yy = torch.tensor(y, dtype=torch.float64)
-    w = torch.zeros(d, dtype=torch.float64, requires_grad=True)
-    b = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    a = torch.zeros((), dtype=torch.float64, requires_grad=True)       # alpha = softplus(a) + 0: > 0
-    opt = torch.optim.LBFGS([w, b, a], lr=0.5, max_iter=steps, line_search_fn="strong_wolfe")
+    x = torch.tensor(np.concatenate([np.concatenate([s.kind_probs, s.signs[:, None], np.ones((len(s.signs), 1))], 1)
+                                     for s in samples]), dtype=torch.float64)
+    owner = torch.tensor(np.repeat(np.arange(len(samples)), [len(s.signs) for s in samples]))
+    k = torch.tensor([len(s.signs) for s in samples], dtype=torch.float64)
+    fast = torch.tensor([s.fast for s in samples], dtype=torch.float64)
+    q = torch.tensor([s.q for s in samples], dtype=torch.float64)
+    y = torch.tensor([float(s.a_wins) for s in samples], dtype=torch.float64)
+    p = torch.zeros(2, x.shape[1], dtype=torch.float64)
+    p[0, -1] = float(np.log(np.expm1(1.0)))        # start at a = 1, b = softplus(0): the fast reading first
+    p.requires_grad_(True)
+    opt = torch.optim.LBFGS([p], lr=0.5, max_iter=steps, line_search_fn="strong_wolfe")
 
     def loss_fn():
-        g = torch.sigmoid(x @ w + b)
-        share = torch.zeros(len(k), dtype=torch.float64).index_add(0, owner, g) / k
-        logit = (1 - share) * off + share * torch.nn.functional.softplus(a) * qq
-        return torch.nn.functional.binary_cross_entropy_with_logits(logit, yy) + l2 * (w[:-1] ** 2).sum()
+        ab = torch.nn.functional.softplus(x @ p.T)                                    # (rows, 2)
+        m = torch.zeros(len(k), 2, dtype=torch.float64).index_add(0, owner, ab) / k[:, None]
+        logit = m[:, 0] * fast + m[:, 1] * q
+        return (torch.nn.functional.binary_cross_entropy_with_logits(logit, y)
+                + l2 * (p[:, :-2] ** 2).sum())
 
     def closure():
         opt.zero_grad()
@@ -97,8 +133,42 @@ def fit(emb: list[np.ndarray], signs: list[np.ndarray], fast_logit: np.ndarray, 
     opt.step(closure)
     with torch.no_grad():
         final = float(loss_fn())
-        alpha = float(torch.nn.functional.softplus(a))
-    return w.detach().numpy(), float(b.detach()), alpha, final
+    w = p.detach().numpy()
+    return w[0], w[1], final
+
+
+def decide(u: np.ndarray, v: np.ndarray, s: GateSample) -> float:
+    """The gate's logit of A over B for one sample."""
+    x = np.concatenate([s.kind_probs, s.signs[:, None], np.ones((len(s.signs), 1))], 1)
+    return float(_softplus(x @ u).mean() * s.fast + _softplus(x @ v).mean() * s.q)
+
+
+def wording_fold(criteria: Sequence[str]) -> int:
+    """0 or 1 by a hash of the criteria wording: a fold never shares a wording with the other."""
+    return zlib.crc32(" | ".join(criteria).encode()) % 2
+
+
+def cross_fit(samples: Sequence[GateSample], *, l2: float = 1e-3) -> tuple[dict, dict]:
+    """Each sample judged by a gate fitted on the other half of the criteria wordings. Returns
+    ({file: {n, fast, quality, gate}}, {family: {n, gate}}): accuracies of the fast reading alone, of Q
+    alone and of the cross-fitted gate."""
+    folds = [wording_fold(s.criteria) for s in samples]
+    right: list[tuple[bool, bool, bool] | None] = [None] * len(samples)
+    for f in (0, 1):
+        u, v, _ = fit([s for s, g in zip(samples, folds) if g != f], l2=l2)
+        for i, (s, g) in enumerate(zip(samples, folds)):
+            if g == f:
+                right[i] = ((s.fast > 0) == s.a_wins, (s.q > 0) == s.a_wins, (decide(u, v, s) > 0) == s.a_wins)
+    mean = lambda xs: round(float(np.mean(xs)), 3)
+    by_file: dict[str, list] = {}
+    by_family: dict[str, list] = {}
+    for s, r in zip(samples, right):
+        by_file.setdefault(s.file, []).append(r)
+        if s.family:
+            by_family.setdefault(s.family, []).append(r[2])
+    files = {f: {"n": len(r), "fast": mean([x[0] for x in r]), "quality": mean([x[1] for x in r]),
+                 "gate": mean([x[2] for x in r])} for f, r in sorted(by_file.items())}
+    return files, {f: {"n": len(r), "gate": mean(r)} for f, r in sorted(by_family.items())}
 
 
 def read_predictions(path: str | Path) -> dict[tuple[str, str], dict]:
@@ -118,28 +188,38 @@ def read_predictions(path: str | Path) -> dict[tuple[str, str], dict]:
     return out
 
 
-def fit_from_predictions(fast: dict, quality: dict, encode, *, l2: float = 1e-3) -> tuple[np.ndarray, float, float, dict]:
-    """Fit on the samples both prediction sets hold: ``fast`` of the fast judge, ``quality`` of the reader
-    (``read_predictions``); ``encode(texts) -> (k, d)`` the fast judge's criterion embedding.
-    Returns (w, b, alpha, what it was fitted on)."""
+def samples_from_predictions(fast: Mapping, quality: Mapping,
+                             kind_probs: Callable[[list[str]], np.ndarray]) -> list[GateSample]:
+    """The samples both prediction sets hold (``read_predictions``): ``fast`` of the fast judge without a
+    gate, ``quality`` of the reader; ``kind_probs(texts) -> (k, K)`` the criterion kinds."""
     from usl.crm.fast_model import split_sign
     from usl.data.pairs.general import QUALITY_CRITERIA
 
     keys = sorted(k for k in fast if k in quality)
     if not keys:
         raise ValueError("the two prediction files share no sample (file and idx)")
-    crit = [fast[k]["criteria"] or list(QUALITY_CRITERIA) for k in keys]   # no criteria: the judge's default
+    crit = [tuple(fast[k]["criteria"] or QUALITY_CRITERIA) for k in keys]   # no criteria: the judge's default
     parts = [[split_sign(c) for c in cs] for cs in crit]
     texts = sorted({t for ps in parts for t, _ in ps})
-    table = dict(zip(texts, np.asarray(encode(texts))))
-    emb = [np.stack([table[t] for t, _ in ps]) for ps in parts]
-    signs = [np.array([s for _, s in ps]) for ps in parts]
+    table = dict(zip(texts, np.asarray(kind_probs(texts))))
 
     def logit(p: float) -> float:
         p = min(max(p, 1e-6), 1 - 1e-6)
         return float(np.log(p) - np.log1p(-p))
-    fl = np.array([logit(fast[k]["p_a"]) for k in keys])
-    q = np.array([logit(quality[k]["p_a"]) for k in keys])
-    y = np.array([1.0 if fast[k]["preference"] == "model_a" else 0.0 for k in keys])
-    w, b, alpha, loss = fit(emb, signs, fl, q, y, l2=l2)
-    return w, b, alpha, {"samples": len(keys), "l2": l2, "log_loss": round(loss, 4)}
+    return [GateSample(np.stack([table[t] for t, _ in ps]), np.array([s for _, s in ps], dtype=float),
+                       logit(fast[k]["p_a"]), logit(quality[k]["p_a"]), fast[k]["preference"] == "model_a", k[0], cs,
+                       str(fast[k].get("family") or ""))
+            for k, ps, cs in zip(keys, parts, crit)]
+
+
+def fit_gate(samples: Sequence[GateSample], kinds: Sequence[str], reader: str, reader_identity: str, *,
+             l2: float = 1e-3, info: dict | None = None) -> tuple[QualityGate, dict]:
+    """The gate fitted on all ``samples``, with its cross-fitted figures by file recorded in ``fitted_on``;
+    also returns the cross-fitted accuracy by criteria family ({family: {n, gate}})."""
+    u, v, loss = fit(samples, l2=l2)
+    scale = (float(np.mean([abs(s.fast) for s in samples])), float(np.mean([abs(s.q) for s in samples])))
+    files, families = cross_fit(samples, l2=l2)
+    fitted_on = {"samples": len(samples), "l2": l2, "log_loss": round(loss, 4), "cross_fit": files}
+    gate = QualityGate(tuple(kinds), tuple(float(x) for x in u), tuple(float(x) for x in v), scale, reader,
+                       reader_identity, fitted_on | (info or {}))
+    return gate, families

@@ -82,6 +82,10 @@ class FastJudge:
         self._repr_rows = 0
         self.quality = QualityReading.for_weights(self.weights, home, quality)
         self.kinds = KindModel.load(self.weights)
+        if self.quality is not None and (self.kinds is None or self.kinds.kinds != self.quality.gate.kinds):
+            raise ValueError(f"{self.weights}: the quality gate weighs criterion kinds {self.quality.gate.kinds}, "
+                             f"but the weights' criterion_kinds.json has {self.kinds and self.kinds.kinds}; "
+                             "refit the gate with usl quality fit-gate")
         if quality:   # another reader's readings make another judge
             self.version += "+" + hashlib.sha256(self.quality.gate.reader_identity.encode()).hexdigest()[:8]
 
@@ -129,20 +133,21 @@ class FastJudge:
             qual = (self.model.beta * (A["quality"][ra] - A["quality"][rb])).numpy()
         if self.quality is None:
             return crit, per, qual
-        texts = [split_sign(c)[0] for c in crit]
-        g = self.quality.gate.shares(self.encoder.encode(texts).numpy(), signs.numpy())   # (k,)
-        share = float(g.mean())
+        a, b = self.quality.gate.weights(*self._kinds_and_signs(crit))                  # (k,), (k,)
         q = self.quality.readings(queries, model_answers, baseline_answers)             # (n,)
-        per = (1 - share) * per + (g[:, None] / len(crit)) * self.quality.gate.alpha * q[None, :]
-        return crit, per, (1 - share) * qual
+        per = a.mean() * per + (b[:, None] / len(crit)) * q[None, :]
+        return crit, per, a.mean() * qual
+
+    def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        texts, signs = zip(*(split_sign(c) for c in crit))
+        return self.kinds.probabilities(self.encoder.encode(list(texts)).numpy()), np.array(signs, dtype=float)
 
     def quality_share(self, criteria: Criteria) -> list[float]:
-        """Each criterion's share of the decision given to the quality reading (0 without a gate)."""
+        """Each criterion's share of its decision given to the quality reading (0 without a gate)."""
         crit = criteria.as_list() or list(QUALITY_CRITERIA)
         if self.quality is None:
             return [0.0] * len(crit)
-        texts, signs = zip(*(split_sign(c) for c in crit))
-        return [float(x) for x in self.quality.gate.shares(self.encoder.encode(list(texts)).numpy(), np.array(signs))]
+        return [float(x) for x in self.quality.gate.shares(*self._kinds_and_signs(crit))]
 
     def criteria_reading(self, criteria: Criteria) -> list[CriterionReading]:
         """How this judge reads each criterion: its kind and the judge's measured accuracy on that kind
