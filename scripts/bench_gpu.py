@@ -67,6 +67,10 @@ class Counter:
         return sum((4.0 if lora else 6.0) * self.linear * n + 3.0 * self.attn * n * (n + 1) for n in lengths)
 
 
+def sig(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
 def load_passes(path: Path) -> dict:
     with gzip.open(path, "rt") as f:
         return json.load(f)
@@ -121,7 +125,7 @@ def score_row(name: str, rows: list, seconds: float, counter: Counter, device: s
     n = [len(r) for r in rows]
     return {"name": name, "passes": len(rows), "mean_tokens": round(sum(n) / len(n), 1),
             "seconds": round(seconds, 2), "passes_per_s": round(len(rows) / seconds, 2),
-            "tokens_per_s": round(sum(n) / seconds), "mfu": round(counter.forward(n) / seconds / PEAK_FLOPS, 4),
+            "tokens_per_s": round(sum(n) / seconds), "mfu": sig(counter.forward(n) / seconds / PEAK_FLOPS),
             "peak_gib": peak_gib(device), **extra}
 
 
@@ -268,7 +272,7 @@ def bench_training(a, report, name: str, finetune: str, packed: bool, micro: int
                "pairs_per_step": a.pairs_per_step, "activation_checkpointing": checkpointing,
                "compiled_layers": compile_layers, "steps": a.steps, "seconds": round(sec, 2),
                "tokens_per_s": round(sum(lengths) / sec), "mean_tokens": round(sum(lengths) / len(lengths), 1),
-               "mfu": round(counter.train(lengths, finetune == "lora") / sec / PEAK_FLOPS, 4),
+               "mfu": sig(counter.train(lengths, finetune == "lora") / sec / PEAK_FLOPS),
                "peak_gib": peak_gib(a.device), "warmup_s": round(warm, 1),
                "loss_first_last": [round(losses[0], 4), round(losses[-1], 4)]}
     except Exception as e:            # one run's failure (out of memory, a compile error) ends that run only

@@ -53,11 +53,11 @@ def weights_version(model_dir: Path, *, portable: bool = False) -> str:
 class CRMScorer:
     def __init__(self, path: str | Path, *, device: str | None = None, home: str | Path | None = None,
                  batch_size: int | None = None, backbone: str | None = None, dtype: str | None = None,
-                 packed: bool | None = None, pack_tokens: int = 16384, compile: bool = False):
+                 packed: bool | None = None, pack_tokens: int = 16384, compile: bool | None = None):
         """``dtype``: the weights' (default bfloat16 on a GPU, float32 on the CPU). ``packed``: run a
         span-head CRM on a causal decoder as packed rows of ``pack_tokens`` tokens
         (``usl.crm.packing``; default on a GPU where the backbone allows it). ``compile``:
-        ``torch.compile`` the decoder layers (GPU, packed)."""
+        ``torch.compile`` the decoder layers (default: when packed on a GPU; 1.5x there)."""
         import torch
 
         from usl.crm.backbone import ensure_pad_token, load_classifier
@@ -71,7 +71,7 @@ class CRMScorer:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.batch_size = batch_size or (32 if self.device.startswith("cuda") else 4)
         self.dtype = getattr(torch, dtype or ("bfloat16" if self.device.startswith("cuda") else "float32"))
-        self.pack_tokens = pack_tokens
+        self.pack_tokens = max(pack_tokens, self.meta["formatter"]["max_length"])    # any input fits a row
         from transformers import AutoTokenizer
 
         from usl.crm.backbone import resolve_backbone
@@ -111,7 +111,7 @@ class CRMScorer:
             packed = able and self.device.startswith("cuda")
         if packed:
             packing.use_packed_attention(self.model.backbone)
-            if compile:
+            if compile if compile is not None else self.device.startswith("cuda"):
                 packing.compile_layers(self.model.backbone)
         return bool(packed)
 

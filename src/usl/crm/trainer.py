@@ -404,6 +404,12 @@ def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
         from usl.crm.packing import use_packed_attention
 
         use_packed_attention(model.backbone)
+        if cfg.compile_layers:
+            import torch
+
+            from usl.crm.packing import compile_layers
+
+            compile_layers(model.backbone, backend="inductor" if torch.cuda.is_available() else "eager")
         collator = PackedPairwiseCollator(tok.pad_token_id, multiple=cfg.pack_multiple)
     else:
         collator = (PairwiseCollator if cfg.loss == "pairwise" else PointwiseCollator)(tok.pad_token_id)
