@@ -322,3 +322,17 @@ def test_two_processes_stop_together_at_the_time_limit(env):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["world_size"] == 2 and 1 <= summary["global_step"] < 200
     assert (run / "final" / "crm.json").is_file()
+
+
+def test_two_processes_train_packed_rows(env):
+    """`usl train --set packing=true` under torchrun: each process packs its shard's pairs into one
+    row a step (usl.crm.packing), DDP averages the gradients, the run is counted and saved once."""
+    run = env / "ddp-packed"
+    proc = _two_processes(env, run, "max_steps=2", "packing=true", "pack_multiple=64")
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["global_step"] == 2 and summary["tokens_per_s"] > 0
+    curve = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in curve if "loss" in r] == [1, 2]
+    assert all(math.isfinite(r["loss"]) for r in curve if "loss" in r)
+    assert json.loads((run / "final" / "crm.json").read_text())["train_config"]["packing"] is True
+    assert proc.stderr.count("done in") == 1

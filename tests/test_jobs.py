@@ -234,3 +234,67 @@ def test_answer_stats_persist_and_restore(store, tmp_path):
     assert not again.restore(tmp_path / "bad.npz")
     (tmp_path / "cut.npz").write_bytes(path.read_bytes()[:200])        # truncated
     assert not again.restore(tmp_path / "cut.npz")
+
+
+def test_shards_split_pairs_with_both_orders_together():
+    from usl.leaderboard.jobs import _shard
+
+    answered = np.ones((2, 3), bool)
+    todo = sorted((i, j, o) for i in range(2) for j in range(3) for o in (0, 1))
+    parts = [_shard(todo, (r, 2), answered) for r in range(2)]
+    assert sorted(parts[0] + parts[1]) == todo and not set(parts[0]) & set(parts[1])
+    assert all({(i, j, 0), (i, j, 1)} <= set(p) for p in parts for i, j, _ in p)   # a pair's orders stay together
+    assert [len(p) for p in parts] == [6, 6]
+    # what is cached already does not move the split: rank 1 keeps its pairs when rank 0's are stored
+    assert _shard([t for t in todo if t not in parts[0]], (1, 2), answered) == parts[1]
+    with pytest.raises(ValueError, match="0 <= rank < processes"):
+        _shard(todo, (2, 2), answered)
+
+
+DISTRIBUTED = """
+import json, sys
+import torch.distributed as dist
+from usl.judges.heuristic import LengthJudge
+from usl.leaderboard.answers import Answers
+from usl.leaderboard.jobs import ScoringJob, score_distributed
+from usl.leaderboard.judgments import JudgmentCache
+from usl.store import Store
+from usl.store.benchmarks import load_benchmark, load_responses
+from usl.types import Criteria
+
+dist.init_process_group("gloo")
+store = Store(sys.argv[1])
+data = Answers(load_benchmark(store, "tiny"), load_responses(store, "tiny"))
+judged = []
+class Recording(LengthJudge):
+    def judge(self, requests):
+        judged.extend(requests)
+        return super().judge(requests)
+job = ScoringJob(Criteria(("helpful",)), "base", ("long", "short"), tuple(q.id for q in data.benchmark.queries))
+s = score_distributed(data, Recording(), job, JudgmentCache(store))
+print(json.dumps({"rank": dist.get_rank(), "judged": len(judged), "scores": s.tolist()}).replace("NaN", "null"))
+dist.destroy_process_group()
+"""
+
+
+def test_two_processes_score_one_board_into_one_store(store, tmp_path):
+    """`torchrun --nproc_per_node 2` (one process a GPU; here two CPU processes over gloo): each
+    judges half the pairs into the one SQLite store, no verdict twice, and both read back the whole
+    matrix, the same as one process scores."""
+    import json
+
+    data = tiny(store)
+    script = tmp_path / "score.py"
+    script.write_text(DISTRIBUTED)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(script), str(store.path)], cwd=root, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = sorted((json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")), key=lambda r: r["rank"])
+    assert [r["judged"] for r in out] == [8, 6]             # 7 answered pairs, both orders, split by pair
+    cache = JudgmentCache(store)
+    assert cache.count() == 14                              # every verdict once
+    alone = score(data, LengthJudge(), job(data), None)
+    for r in out:
+        np.testing.assert_array_equal(np.array(r["scores"], dtype=float), alone)

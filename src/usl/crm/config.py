@@ -62,6 +62,14 @@ class TrainConfig:
     base_dtype: Literal["auto", "float32", "bfloat16"] = _f("auto", "dtype the backbone is loaded in. auto = "
                                                              "bfloat16 for the frozen base of a LoRA run in bf16 "
                                                              "(trainable weights stay fp32), else float32.")
+    packing: bool = _f(False, "Pack each batch's inputs end to end into one row, each attending only to "
+                       "itself (usl.crm.packing): no compute on padding. Span head on a causal decoder "
+                       "without sliding windows only; fast on a GPU (compiled flex attention).")
+    pack_multiple: int = _f(2048, "With packing: a packed row's length is rounded up to this many tokens, so "
+                            "the compiled attention sees few distinct shapes.")
+    compile_layers: bool = _f(False, "With packing: torch.compile each decoder layer (fuses the norms, RoPE and "
+                              "activations; 1.5x on an H200 at the Qwen3-4B shape). On the CPU the layers are "
+                              "only traced (the eager backend).")
     gradient_checkpointing: bool = _f(False, "Trade compute for memory (long prompts, big backbones).")
     export_dtype: ExportDtype = _f("float16", "dtype of the final exported adapter/head weights (checkpoints "
                                    "keep full precision).")

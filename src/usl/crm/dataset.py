@@ -196,6 +196,31 @@ class PairwiseCollator:
 
 
 @dataclass
+class PackedPairwiseCollator:
+    """``PairwiseCollator``'s inputs (each pair, then each pair swapped) packed end to end into one
+    row (``usl.crm.packing.pack``): ``input_ids``, ``position_ids``, ``documents`` ``[1, T]``,
+    ``spans`` ``[2B, 4, 3]`` in the row's coordinates, ``labels`` ``[B, 2]`` and ``tokens`` (the
+    real tokens, filler left out). ``T`` is the total rounded up to ``multiple``."""
+
+    pad_id: int
+    multiple: int = 1
+
+    def __call__(self, items: list[dict]) -> dict:
+        import torch
+
+        from usl.crm.packing import pack
+
+        if "spans" not in items[0]:
+            raise ValueError("packed batches need the span head's spans (head: span)")
+        rows = [it["input_ids"] for it in items] + [it["swapped_input_ids"] for it in items if "swapped_input_ids" in it]
+        spans = [it["spans"] for it in items] + [it["swapped_spans"] for it in items if "swapped_spans" in it]
+        out = pack(rows, spans, self.pad_id, multiple=self.multiple)
+        out["labels"] = torch.tensor([it["labels"] for it in items], dtype=torch.float32)
+        out["tokens"] = torch.tensor(sum(len(r) for r in rows))
+        return out
+
+
+@dataclass
 class PointwiseCollator:
     """Stacks chosen rows then rejected rows: ``input_ids [2B, L]``, ``labels [B]``."""
 

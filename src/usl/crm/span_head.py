@@ -65,11 +65,24 @@ class SpanHeadModel(nn.Module):
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, 1))
         self.config = backbone.config              # what the Trainer and peft look for
 
-    def slots(self, input_ids, attention_mask, spans) -> tuple[torch.Tensor, torch.Tensor]:
+    def slots(self, input_ids, attention_mask=None, spans=None, position_ids=None,
+              documents=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Each slot's mean-pooled final hidden state [N, S, d] and its log token count before
-        truncation [N, S]."""
-        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask)
-        pooled = pool_spans(out.last_hidden_state.float(), spans)
+        truncation [N, S]. Padded inputs: ``input_ids`` [N, L] with ``attention_mask``. Packed
+        inputs (``usl.crm.packing.pack``): one row [1, T] with ``position_ids`` and ``documents``,
+        and ``spans`` [N, S, 3] in that row's coordinates."""
+        if documents is None:
+            out = self.backbone(input_ids=input_ids, attention_mask=attention_mask)
+            pooled = pool_spans(out.last_hidden_state.float(), spans)
+        else:
+            from usl.crm.packing import document_mask
+
+            # use_cache=False: a key/value cache is of no use to one pass, and its per-layer state
+            # would make each compiled layer a graph of its own
+            out = self.backbone(input_ids=input_ids, position_ids=position_ids, use_cache=False,
+                                block_mask=document_mask(documents))
+            n, s = spans.shape[:2]
+            pooled = pool_spans(out.last_hidden_state.float(), spans.reshape(1, n * s, -1)).reshape(n, s, -1)
         n = (spans[..., 2] if spans.shape[-1] > 2 else spans[..., 1] - spans[..., 0]).float()
         return pooled, torch.log1p(n)
 
@@ -79,8 +92,8 @@ class SpanHeadModel(nn.Module):
         feats = [c * x, q * x, x] + ([c * dl[:, None]] if self.length_features else [])
         return self.head(torch.cat(feats, -1))
 
-    def forward(self, input_ids, attention_mask, spans, **_):
-        pooled, ln = self.slots(input_ids, attention_mask, spans)
+    def forward(self, input_ids, attention_mask=None, spans=None, position_ids=None, documents=None, **_):
+        pooled, ln = self.slots(input_ids, attention_mask, spans, position_ids, documents)
         pairwise = self.loss == "pairwise"
         x = pooled[:, 2] - pooled[:, 3] if pairwise else pooled[:, 2]
         s = self.score(pooled[:, 0], pooled[:, 1], x, ln[:, 2] - ln[:, 3] if pairwise else ln[:, 2])

@@ -33,6 +33,9 @@ from usl.crm.config import TrainConfig
 log = logging.getLogger(__name__)
 
 CRM_FORMAT = "usl-crm/1"
+# what a batch hands the model: padded (input_ids, attention_mask[, spans]) or packed
+# (input_ids, position_ids, documents, spans; usl.crm.packing)
+MODEL_INPUTS = ("input_ids", "attention_mask", "spans", "position_ids", "documents")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,9 +126,8 @@ def _make_trainer_class():
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             targets = inputs["labels"]
             if model.training:
-                self.tokens_seen += int(inputs["attention_mask"].sum())
-            extra = {"spans": inputs["spans"]} if "spans" in inputs else {}
-            logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], **extra).logits
+                self.tokens_seen += int(inputs["tokens"] if "tokens" in inputs else inputs["attention_mask"].sum())
+            logits = model(**{k: inputs[k] for k in MODEL_INPUTS if k in inputs}).logits
             if self.loss_kind == "pairwise":
                 if logits.shape[0] == 2 * targets.shape[0]:       # both orders: average them
                     logits = order_averaged(logits)
@@ -364,7 +366,7 @@ def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
     from transformers import EarlyStoppingCallback, set_seed
 
     from usl.crm.backbone import load_tokenizer, resolve_backbone
-    from usl.crm.dataset import CRMDataset, PairwiseCollator, PointwiseCollator
+    from usl.crm.dataset import CRMDataset, PackedPairwiseCollator, PairwiseCollator, PointwiseCollator
     from usl.crm.formatting import PromptFormatter
 
     run_dir = Path(cfg.output_dir)
@@ -393,10 +395,24 @@ def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
     log.info("train: %d pairs (%d ties excluded); dev: %s inputs", len(train_ds), train_ds.excluded_ties,
              len(dev_ds) if dev_ds else "none")
 
+    if cfg.packing and (cfg.loss, cfg.head) != ("pairwise", "span"):
+        raise ValueError(f"packing: true needs loss: pairwise and head: span (got {cfg.loss}, {cfg.head})")
     set_seed(cfg.seed)
     model = build_model(cfg, model_dir, tok)
     args = training_args(cfg, run_dir, dev_ds is not None, world_size)
-    collator = (PairwiseCollator if cfg.loss == "pairwise" else PointwiseCollator)(tok.pad_token_id)
+    if cfg.packing:
+        from usl.crm.packing import use_packed_attention
+
+        use_packed_attention(model.backbone)
+        if cfg.compile_layers:
+            import torch
+
+            from usl.crm.packing import compile_layers
+
+            compile_layers(model.backbone, backend="inductor" if torch.cuda.is_available() else "eager")
+        collator = PackedPairwiseCollator(tok.pad_token_id, multiple=cfg.pack_multiple)
+    else:
+        collator = (PairwiseCollator if cfg.loss == "pairwise" else PointwiseCollator)(tok.pad_token_id)
     ref: dict = {}
     callbacks = _callbacks(run_dir, train_ds, cfg, ref)
     if dev_ds is not None and cfg.early_stopping_patience > 0:

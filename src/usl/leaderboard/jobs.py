@@ -50,6 +50,7 @@ class ScoringJob:
 class JobConfig:
     batch_size: int = 64          # requests per judge call and per committed cache batch
     matrix_batch_size: int = 4096  # pairs per judge_matrix call (and per committed batch)
+    shard: tuple[int, int] = (0, 1)  # (this process, processes): judge only every n-th uncached pair
 
 
 def score(data: Answers, judge: Judge, job: ScoringJob, cache: JudgmentCache | None = None,
@@ -116,6 +117,7 @@ def _score_requests(data, judge, job, grid, cache, scope, config, progress) -> n
     for order, target in ((MODEL_FIRST, first), (BASELINE_FIRST, second)):
         todo += [(int(i), int(j), order) for i, j in zip(*np.nonzero(grid.answered & np.isnan(target)))]
     todo.sort()
+    todo = _shard(todo, config.shard, grid.answered)
     n_items = 2 * int(grid.answered.sum())
     if todo:
         log.debug("judging %d of %d (pair, order) items with %s (%d cached)", len(todo), n_items,
@@ -135,6 +137,41 @@ def _score_requests(data, judge, job, grid, cache, scope, config, progress) -> n
         if progress:
             progress(min(start + config.batch_size, len(todo)), len(todo))
     return 0.5 * (first + (1.0 - second))
+
+
+def _shard(todo: list[tuple[int, int, int]], shard: tuple[int, int],
+           answered: np.ndarray) -> list[tuple[int, int, int]]:
+    """This process's part of the (i, j, order) items: every ``n``-th answered (model, query) pair,
+    both of its orders together (a judge that averages the orders runs them once). The split
+    depends on the grid alone, not on what is cached yet: processes that start at different
+    moments still divide the pairs between them without a gap."""
+    rank, n = shard
+    if not 0 <= rank < n:
+        raise ValueError(f"shard {shard}: expected (rank, processes) with 0 <= rank < processes")
+    if n == 1:
+        return todo
+    mine = {(int(i), int(j)) for i, j in np.argwhere(answered)[rank::n]}
+    return [t for t in todo if (t[0], t[1]) in mine]
+
+
+def score_distributed(data: Answers, judge: Judge, job: ScoringJob, cache: JudgmentCache,
+                      config: JobConfig = JobConfig(), progress: Progress | None = None) -> np.ndarray:
+    """``score`` split over the processes of a ``torch.distributed`` group (``torchrun``, one
+    process a GPU): each judges its shard of the uncached pairs into the one judgment store (SQLite
+    in WAL mode; a verdict's key is unique, so nothing is stored twice), waits for the others, and
+    returns the whole matrix read back from the store. Without a process group: plain ``score``."""
+    import dataclasses
+
+    import torch.distributed as dist
+
+    # a judge_matrix judge is vectorised and cheap: each process runs it whole (the store keeps one copy)
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1 \
+            or hasattr(judge, "judge_matrix"):
+        return score(data, judge, job, cache, config, progress)
+    score(data, judge, job, cache, dataclasses.replace(config, shard=(dist.get_rank(), dist.get_world_size())),
+          progress)
+    dist.barrier()
+    return cached_scores(data, judge, job, cache)
 
 
 def _request(data: Answers, job: ScoringJob, i: int, j: int, order: int) -> JudgeRequest:

@@ -49,7 +49,7 @@ from usl.judges.registry import load_judge
 from usl.leaderboard import stats
 from usl.leaderboard.answers import Answers
 from usl.leaderboard.contradictions import find_contradictions
-from usl.leaderboard.jobs import JobConfig, ScoringJob, cached_scores, score
+from usl.leaderboard.jobs import JobConfig, ScoringJob, cached_scores, score, score_distributed
 from usl.leaderboard.judgments import JudgmentCache
 from usl.leaderboard.length_control import length_controlled, mentions_length
 from usl.leaderboard.ratings import elo_ratings
@@ -415,7 +415,7 @@ class LeaderboardService:
                 self._memo.move_to_end(key)
                 return self._memo[key]
         job = ScoringJob(criteria.canonical(), baseline, tuple(models), query_ids)
-        s = score(data, judge, job, self.cache, self.job_config, progress)
+        s = score_distributed(data, judge, job, self.cache, self.job_config, progress)
         s.setflags(write=False)
         with self._lock:
             self._memo[key] = s
