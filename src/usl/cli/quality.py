@@ -40,6 +40,8 @@ def fit_gate_cmd(
                                          "(default: the shipped one)."),
     reader: str = typer.Option("quality", help="Judge spec of the quality reader the gate weighs."),
     l2: float = typer.Option(1e-3, min=0.0, help="L2 penalty on the gate's kind weights."),
+    report_out: str = typer.Option("", help="Also write the cross-fitted accuracies as a `usl eval`-style report "
+                                            "(by_file, by_family), e.g. for a model card's table."),
 ) -> None:
     """Learn how much each criterion leans on the quality reading (usl.crm.quality_gate) from pairs with
     both readings, print each file's accuracy cross-fitted over halves of the criteria wordings, and record
@@ -78,6 +80,18 @@ def fit_gate_cmd(
         for file, r in gate.fitted_on["cross_fit"].items():
             typer.echo(f"  {file:<28} {r['n']:>6} {r['fast']:>6.3f} {r['quality']:>6.3f} {r['gate']:>6.3f}")
         typer.echo(f"-> {folder / 'quality_gate.json'}, reliability by kind -> {folder / 'criterion_kinds.json'}")
+        if report_out:
+            import json
+
+            from usl.judges.registry import load_judge as _load
+
+            report = {"judge": _load(f"fast:{folder}" if weights else "default").identity,
+                      "source": "usl quality fit-gate: each pair judged by the gate fitted on the other half of the "
+                                "criteria wordings; inputs " + ", ".join(info["fast_predictions"] + info["quality_predictions"]),
+                      "by_file": {f: {"n": r["n"], "accuracy": r["gate"]} for f, r in gate.fitted_on["cross_fit"].items()},
+                      "by_family": by_family}
+            Path(report_out).write_text(json.dumps(report, indent=1) + "\n")
+            typer.echo(f"report -> {report_out}")
 
 
 def _weights_and_encoder(weights: str):
