@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from server_real import make_tiny, usl_serve
-from test_browser import browser, page  # noqa: F401 - fixtures
 from usl.cli import app
 from usl.leaderboard.check import agreement, suggest_length, wilson
 
