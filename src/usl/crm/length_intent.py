@@ -45,7 +45,7 @@ from usl.crm.criterion_reader import CriterionReader
 from usl.types import Criteria
 
 Side = Literal["shorter", "longer"]
-_LOCK = threading.Lock()  # one tokenizer and one memo, read from the server's threads
+_LOCK = threading.Lock()  # one reader, its tokenizer and its memo, read from the server's threads
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,9 @@ def read_wishes(texts: Sequence[str], reader: CriterionReader | None = None) -> 
 
     if not texts:
         return []
-    reader = reader or shipped_length_reader()
     rests, signs = zip(*(split_sign(t) for t in texts))
-    with _LOCK:
-        p = reader.probs(list(rests))
+    with _LOCK:  # also the first load: two threads that both find no reader load one
+        p = (reader or shipped_length_reader()).probs(list(rests))
     out: list[LengthWish | None] = []
     for text, sign, (neither, shorter, longer) in zip(texts, signs, p.tolist()):
         if neither >= 0.5:
