@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.usl-installed
 TEST_STAMP := $(VENV)/.usl-test-installed
 
-.PHONY: install test test-slow serve clean
+.PHONY: install test serve clean
 
 install: $(STAMP)
 
@@ -30,9 +30,6 @@ $(TEST_STAMP): $(STAMP) pyproject.toml
 # the slowest tests at the end of the log, so a CI run shows where its time went.
 test: $(TEST_STAMP)
 	$(BIN)/pytest -q --durations=15 || [ $$? -eq 5 ]
-
-test-slow: $(TEST_STAMP)
-	$(BIN)/pytest -q -m slow --durations=15 || [ $$? -eq 5 ]
 
 # First start imports the default benchmark and builds its topics; later starts skip both.
 serve: install

@@ -100,7 +100,6 @@ def int8_encoder(out: Path) -> None:
 
 def unpack_int8(folder: Path) -> None:
     """``model.int8.safetensors`` in ``folder`` -> ``model.safetensors`` (fp32), as transformers loads it."""
-    import torch
     from safetensors.torch import load_file, save_file
 
     packed = load_file(str(folder / "model.int8.safetensors"))

@@ -15,22 +15,8 @@ from usl.server.app import ServerConfig, create_app
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", "--no-first-run", "--disable-quic"]
 XSS = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("needs Debian's Chromium at /usr/bin/chromium (apt-get install -y chromium; .ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install playwright)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +24,6 @@ def site():
     svc = FakeService(delay_s=0.4, steps=8)
     with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",)))) as url:
         yield url
-
-
-@pytest.fixture
-def page(browser):
-    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
-    pg = ctx.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.errors = errors
-    yield pg
-    ctx.close()
 
 
 def board(pg) -> list[str]:

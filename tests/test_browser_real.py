@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from server_real import CODING_ORDER, DEFAULT_ORDER, WIN_RATES, make_tiny, usl_serve
-from test_browser import SHOTS, board, browser, page, wait_for_view  # noqa: F401 - fixtures
+from test_browser import SHOTS, board, wait_for_view
 
 pytestmark = pytest.mark.browser
 

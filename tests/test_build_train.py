@@ -280,7 +280,7 @@ def test_style_traits_pair_opposites_of_similar_length():
 
 
 def test_balance_length_known_answer():
-    mk = lambda w, l: Pair("s", "k", "q", single_turn("q"), w, l, "general_helpful")
+    mk = lambda w, lo: Pair("s", "k", "q", single_turn("q"), w, lo, "general_helpful")
     pairs = [mk("long answer", "s")] * 9 + [mk("s", "long answer")] * 3
     kept = general.balance_length(pairs, np.random.default_rng(0))
     assert sum(len(p.winner) > len(p.loser) for p in kept) == 3 and len(kept) == 6

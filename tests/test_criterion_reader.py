@@ -523,7 +523,7 @@ def test_a_criterion_read_as_another_register_leans_on_its_cosine_term(tmp_path,
 
 def test_a_register_basis_favours_the_more_registered_answer_only_for_a_criterion_read_as_other(tmp_path, other_reader):
     from usl.crm.fast_model import FastCRM
-    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.crm.fast_train import FastTrainConfig
     from usl.crm.style_scorer import RegisterBasis, StyleScorer, StyleScorerConfig, text_key
     from usl.judges.fast import FastJudge
 

@@ -23,7 +23,7 @@ def good(**over) -> dict:
 
 
 def write_lines(path, lines) -> str:
-    path.write_text("".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines))
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
     return str(path)
 
 

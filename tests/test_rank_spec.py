@@ -10,7 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 from server_real import make_tiny
-from test_browser import browser, page  # noqa: F401 - fixtures
 from usl.cli import app
 
 runner = CliRunner()

@@ -12,11 +12,6 @@ from usl.crm.register import RegisterConfig, RegisterScorer, fit_register
 TOPICS = STYLE_TOPICS
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("usl_home"))
-
-
 def test_register_scores_rank_the_answer_written_in_the_style_and_cross_fit_every_answer():
     groups = styled_groups(TOPICS)
     scorer, held = fit_register(groups, RegisterConfig(labels=("domain_academy", "domain_business")))

@@ -13,7 +13,7 @@ import pytest
 
 from server_real import make_tiny, usl_serve
 from static_table import seed_static_table
-from usl.judges.base import JudgeRequest, Verdict
+from usl.judges.base import Verdict
 from usl.judges.reward import RewardItem, logit, score_batch
 from usl.server.reward import OpenRLHFIn, _openrlhf_items
 from usl.types import Criteria

@@ -120,14 +120,6 @@ def test_length_control_removes_pure_length_effect():
     assert abs(lc[0] - 50) < 12                     # all of its wins came from length
 
 
-@pytest.mark.parametrize("text,hit", [("Prefer concise answers", "concise"), ("Be thorough", "thorough"),
-                                      ("Use a formal tone", None), ("short and sweet", "short"),
-                                      ("shortcuts are fine", None)])
-def test_mentions_length(text, hit):
-    from usl.types import Criteria
-    assert length_control.mentions_length(Criteria((text,))) == hit
-
-
 def test_correlation_ci_brackets_the_agreement_and_narrows_with_more_queries():
     rng = np.random.default_rng(0)
     p = np.array([0.2, 0.35, 0.5, 0.65, 0.8, 0.5])          # the last model has no reference entry

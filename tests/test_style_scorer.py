@@ -42,11 +42,6 @@ def base(tmp_path_factory) -> str:
     return str(out)
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("usl_home"))
-
-
 CFG = StyleScorerConfig(labels=LABELS, lora_r=4, lr=5e-3, head_lr=1e-2, epochs=12, max_len=48, batch=4, folds=3)
 
 

@@ -1,13 +1,16 @@
 """Warnings for criteria sets that pull against themselves.
 
-Two checks, deliberately simple:
+Three checks, deliberately simple:
 
-1. An antonym lexicon of style axes (length, formality, technicality, tone, format). Each criterion
-   is tagged with the poles it names; a word after a negation ("not too long", "without jargon")
-   flips its pole. Two likes on opposite poles of one axis contradict ("be concise" + "give
-   detailed explanations"); so do a like and an avoid on the *same* pole ("be brief" + avoid
-   "short answers").
-2. A like and an avoid that say the same thing: identical after normalisation, or (when an
+1. Length: two criteria that the judge reads as length wishes pointing opposite ways
+   (``usl.crm.length_intent``, the one reading of length intent the judge and length control use
+   too): two likes ("be concise" + "give detailed explanations"), or a like and a dislike ("be brief"
+   + avoid "short answers"). Two dislikes do not contradict: avoiding both short and long answers
+   asks for the middle.
+2. An antonym lexicon of the other style axes (formality, technicality, tone, format). Each criterion
+   is tagged with the poles it names; a word after a negation ("without jargon") flips its pole. Two
+   likes on opposite poles of one axis contradict; so do a like and an avoid on the *same* pole.
+3. A like and an avoid that say the same thing: identical after normalisation, or (when an
    embedder is given) cosine similarity of their sentence embeddings >= ``threshold``. Embeddings
    are not used between two likes: antonyms embed close together.
 """
@@ -20,14 +23,11 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from usl.crm.length_intent import read_wishes
 from usl.types import Criteria
 
 # axis -> (pole 0 words, pole 1 words). Multi-word entries match as phrases.
 AXES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "length": (("concise", "concisely", "brief", "briefly", "brevity", "short", "shorter", "succinct",
-                "terse", "to the point", "compact", "minimal"),
-               ("detailed", "detail", "details", "long", "longer", "lengthy", "thorough", "thoroughly",
-                "comprehensive", "verbose", "elaborate", "in-depth", "exhaustive", "extensive")),
     "formality": (("formal", "professional", "academic"),
                   ("casual", "informal", "conversational", "colloquial", "slang", "chatty")),
     "technicality": (("simple", "plain", "beginner", "layman", "laymen", "non-technical", "jargon-free"),
@@ -56,8 +56,8 @@ class Pole:
 def poles(text: str) -> list[Pole]:
     """The style poles a criterion names, negation-aware.
 
-    >>> [(p.axis, p.side) for p in poles("Not too long, please")]
-    [('length', 0)]
+    >>> [(p.axis, p.side) for p in poles("Not too formal, please")]
+    [('formality', 1)]
     """
     tokens = _WORD.findall(text.lower())
     found: list[Pole] = []
@@ -82,7 +82,7 @@ def find_contradictions(criteria: Criteria, embedder: Encoder | None = None,
                         threshold: float = 0.8) -> list[str]:
     """Human-readable warnings, one per contradicting pair (empty list: none found)."""
     c = criteria.canonical()
-    out: list[str] = []
+    out, seen = _length_contradictions(c)
     tagged_likes = [(t, poles(t)) for t in c.likes]
     tagged_avoid = [(t, poles(t)) for t in c.avoid]
     for i, (a, pa) in enumerate(tagged_likes):
@@ -91,7 +91,6 @@ def find_contradictions(criteria: Criteria, embedder: Encoder | None = None,
                 for y in pb:
                     if x.axis == y.axis and x.side != y.side:
                         out.append(f"liked criteria contradict on {x.axis}: {a!r} ({x.word}) vs {b!r} ({y.word})")
-    seen: set[tuple[str, str]] = set()
     for a, pa in tagged_likes:
         for b, pb in tagged_avoid:
             for x in pa:
@@ -115,3 +114,21 @@ def find_contradictions(criteria: Criteria, embedder: Encoder | None = None,
                 out.append(f"{a!r} is liked but the similar {b!r} is to be avoided "
                            f"(similarity {sim[i, j]:.2f})")
     return out
+
+
+def _length_contradictions(c: Criteria) -> tuple[list[str], set[tuple[str, str]]]:
+    """Warnings for likes and dislikes that the judge reads as length wishes pointing opposite ways, and
+    the (like, avoid) pairs warned about."""
+    wishes = read_wishes(c.as_list())
+    texts = list(c.likes) + list(c.avoid)
+    n = len(c.likes)
+    out, seen = [], set()
+    for i in range(n):
+        for j in range(i + 1, len(texts)):
+            a, b = wishes[i], wishes[j]
+            if a and b and a.side != b.side:
+                out.append(f"criteria contradict on length: {a.criterion!r} asks for {a.side} answers, "
+                           f"{b.criterion!r} for {b.side} ones")
+                if j >= n:
+                    seen.add((texts[i], texts[j]))
+    return out, seen

@@ -13,34 +13,14 @@ Targets are the soft scores in [0, 1]; a small ridge penalty keeps the fit finit
 wins every query. (AlpacaEval also has an instruction-difficulty term; we leave it out because
 our scores come from one judge on one query set, where it mostly cancels.)
 
-When the user's criteria are *about* length ("prefer concise answers"), controlling for length
-would remove the very thing they asked for, so callers turn it off (``mentions_length``).
+When the user's criteria are *about* length ("prefer concise answers", "No walls of text"),
+controlling for length would remove the very thing they asked for, so callers turn it off: the board
+reads length intent the way the judge does (``usl.crm.length_intent``).
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
-
-from usl.types import Criteria
-
-LENGTH_WORDS = (
-    "concise", "concisely", "brief", "briefly", "brevity", "short", "shorter", "succinct", "terse",
-    "long", "longer", "lengthy", "length", "detailed", "detail", "details", "verbose", "verbosity",
-    "thorough", "thoroughly", "comprehensive", "elaborate", "exhaustive", "in-depth", "depth",
-    "wordy", "words", "to the point", "one sentence", "one-liner", "compact", "extensive",
-)
-_LENGTH_RE = re.compile(r"\b(" + "|".join(re.escape(w) for w in LENGTH_WORDS) + r")\b", re.IGNORECASE)
-
-
-def mentions_length(criteria: Criteria) -> str | None:
-    """The first length word found in any like or avoid, or None."""
-    for text in (*criteria.likes, *criteria.avoid):
-        m = _LENGTH_RE.search(text)
-        if m:
-            return m.group(1).lower()
-    return None
 
 
 def length_controlled(scores: np.ndarray, model_len: np.ndarray, base_len: np.ndarray,

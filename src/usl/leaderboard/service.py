@@ -44,6 +44,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 import usl
+from usl.crm.length_intent import length_wish
 from usl.judges.base import Judge
 from usl.judges.registry import load_judge
 from usl.leaderboard import stats
@@ -51,7 +52,7 @@ from usl.leaderboard.answers import Answers
 from usl.leaderboard.contradictions import find_contradictions
 from usl.leaderboard.jobs import JobConfig, ScoringJob, cached_scores, score, score_distributed
 from usl.leaderboard.judgments import JudgmentCache
-from usl.leaderboard.length_control import length_controlled, mentions_length
+from usl.leaderboard.length_control import length_controlled
 from usl.leaderboard.ratings import elo_ratings
 from usl.leaderboard.refine import MIN_JUDGED, refinement_order
 from usl.leaderboard.refine import refine as refine_board
@@ -202,14 +203,13 @@ class LeaderboardService:
         s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, progress)
         summ = stats.summarize(s, spec.n_bootstrap, spec.seed)
         topic_wr = stats.topic_win_rates(s, sel.topic_columns)
-        length_word = mentions_length(spec.criteria)
+        wish = length_wish(spec.criteria)
         qids = list(sel.query_ids)
-        lc = None if length_word else length_controlled(s, data.lengths(models, qids),
-                                                         data.lengths([baseline], qids)[0])
+        lc = None if wish else length_controlled(s, data.lengths(models, qids), data.lengths([baseline], qids)[0])
         warnings = list(find_contradictions(spec.criteria))
         rows = self._rows(data, models, sel, s, summ, topic_wr, lc, elo_ratings(s), warnings)
         breakdown, contribution = self._per_criterion(spec, data, judge, baseline, models, sel, s, progress)
-        meta = self._spec_json(spec, data, judge, baseline, sel, length_word)
+        meta = self._spec_json(spec, data, judge, baseline, sel, wish)
         reading = tuple(judge.criteria_reading(spec.criteria)) if hasattr(judge, "criteria_reading") else ()
         return Leaderboard(spec=meta, rows=tuple(rows), criteria_breakdown=breakdown,
                            warnings=tuple(warnings), criteria_contribution=contribution, criteria_reading=reading)
@@ -267,7 +267,7 @@ class LeaderboardService:
         if few:
             warnings.append(f"{len(few)} model(s) with fewer than {MIN_JUDGED} judged answers keep the fast "
                             f"estimate: {', '.join(few)}")
-        meta = self._spec_json(spec, data, judge, baseline, sel, mentions_length(spec.criteria))
+        meta = self._spec_json(spec, data, judge, baseline, sel, length_wish(spec.criteria))
         meta["refinement"] = {"reference": reference, "reference_identity": ref.identity, "queries_judged": judged,
                               "queries": len(sel.query_ids), "complete": judged == len(sel.query_ids),
                               "slope": round(est.slope, 3),
@@ -486,7 +486,7 @@ class LeaderboardService:
         shares = weights / total if total > 0 else np.full(len(parts), 1.0 / len(parts))
         return breakdown, {label: _r(w, 3) for (label, _), w in zip(parts, shares)}
 
-    def _spec_json(self, spec, data, judge, baseline, sel, length_word) -> dict:
+    def _spec_json(self, spec, data, judge, baseline, sel, wish) -> dict:
         meta = spec.to_json()
         meta.update({
             "baseline": baseline,
@@ -495,7 +495,7 @@ class LeaderboardService:
             "n_queries": len(sel.query_ids),
             "query_set": hashlib.sha256("\n".join(sel.query_ids).encode()).hexdigest()[:16],
             "topic_names": sorted(sel.topic_columns),
-            "length_control": (f"off: the criteria are about length ({length_word!r})" if length_word
+            "length_control": (f"off: the criteria ask for {wish.side} answers ({wish.criterion!r})" if wish
                                else "on"),
             "win_rate": "percent of the baseline's matches won, ties half, probabilities averaged "
                         "over both answer orders; micro average over answered queries",

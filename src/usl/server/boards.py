@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from fastapi import HTTPException
 
+from usl.crm.length_intent import read_wishes
 from usl.judges.redact import public_judge
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views
@@ -173,9 +174,11 @@ class Boards:
         self._warming = asyncio.create_task(self._warm_all())
 
     async def _warm_all(self) -> None:
-        """One after the other: the default board (its check loads the default judge), the
-        contradiction check's embedder, the other judges. Loading models in parallel threads
-        races on transformers' lazy imports ("cannot import name 'AutoModel'")."""
+        """One after the other: the length reading (every board, contradiction check and vote check
+        reads it), the default board (its check loads the default judge), the contradiction check's
+        embedder, the other judges. Loading models in parallel threads races on transformers' lazy
+        imports ("cannot import name 'AutoModel'")."""
+        await asyncio.to_thread(_warm_length_reading)
         await self._warm_default()
         await asyncio.to_thread(_warm_contradictions, self.service)
         await asyncio.to_thread(_warm_judges, self.service, self.config.judges[1:], self.config.benchmark)
@@ -205,6 +208,13 @@ def _warm_judges(service: Any, specs: tuple[str, ...], benchmark: str) -> None:
                 service.unread_pairs(LeaderboardSpec(benchmark=benchmark, judge=spec))
         except Exception as e:  # noqa: BLE001
             log.warning("loading judge %s failed: %s", spec, e)
+
+
+def _warm_length_reading() -> None:
+    try:
+        read_wishes(["Keep it short."])
+    except Exception as e:  # noqa: BLE001
+        log.warning("length reading warm-up failed: %s", e)
 
 
 def _warm_contradictions(service: Any) -> None:

@@ -20,8 +20,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from usl.crm.length_intent import length_wish
 from usl.leaderboard.check import agreement, suggest_length
-from usl.leaderboard.length_control import mentions_length
 from usl.server.boards import USER_ERRORS, message
 from usl.server.schemas import SpecIn
 
@@ -113,6 +113,7 @@ def router(boards: Any, spec_query: Callable[..., SpecIn]) -> APIRouter:
                        spec.criteria, c, v.model_first, judge.identity, p)
                   for v, c, p in zip(body.votes, choices, probs[""])]
         await asyncio.to_thread(save_votes, service.store, stored)
+        wish = await asyncio.to_thread(length_wish, spec.criteria)  # the first read loads a MiniLM
         words = lambda text: len(text.split())
         return {
             "judge": judge.identity, "stored": len(stored),
@@ -124,7 +125,7 @@ def router(boards: Any, spec_query: Callable[..., SpecIn]) -> APIRouter:
                               if c != "tie" and p != 0.5 and (c == "model") != (p > 0.5)],
             "suggestion": suggest_length(choices, [words(v.model_answer) for v in stored],
                                          [words(v.baseline_answer) for v in stored],
-                                         mentioned=mentions_length(spec.criteria) is not None),
+                                         mentioned=wish is not None),
         }
 
     @api.get("/api/check/export.jsonl", summary="Every stored vote in the paper's JSONL (for usl eval)",

@@ -65,10 +65,10 @@ def length_pairs(out: AlpacaOutputs, instructions: tuple[str, ...], *, source: s
             if short_m is None or long_m is None:
                 continue
             for q in instructions:
-                s, l = short_m.get(q), long_m.get(q)
-                if s is None or l is None or len(l) < min_ratio * len(s):
+                s, lg = short_m.get(q), long_m.get(q)
+                if s is None or lg is None or len(lg) < min_ratio * len(s):
                     continue
-                pairs.append(Pair(source, q, q, single_turn(q), s, l, CONCISE, DETAILED,
+                pairs.append(Pair(source, q, q, single_turn(q), s, lg, CONCISE, DETAILED,
                                   note=f"{model}{short_suffix} vs {model}{long_suffix}"))
     return pairs
 
@@ -118,8 +118,8 @@ def terse_length_pairs(out: AlpacaOutputs, instructions: tuple[str, ...], rng: n
         shorts = [(m, a, _content_words(a)) for m, a in texts
                   if len(a) < max_chars and not a.rstrip().endswith(":") and not _REFUSAL.search(a)]
         longs = [(m, a, _content_words(a)) for m, a in texts if len(a) >= min_long_chars]
-        cands = [(s, l) for s in shorts if s[2] for l in longs
-                 if l[0] != s[0] and len(l[1]) >= min_ratio * len(s[1]) and s[2] <= l[2]]
+        cands = [(s, lg) for s in shorts if s[2] for lg in longs
+                 if lg[0] != s[0] and len(lg[1]) >= min_ratio * len(s[1]) and s[2] <= lg[2]]
         for i in rng.permutation(len(cands))[:per_query]:
             (ms, short, _), (ml, long, _) = cands[i]
             pairs.append(Pair(source, q, q, single_turn(q), short, long, CONCISE, DETAILED, note=f"{ms} vs {ml}"))

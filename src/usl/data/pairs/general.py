@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from usl.data.io import iter_jsonl, read_json
+from usl.data.io import iter_jsonl
 from usl.data.pairs.alpaca import AlpacaOutputs
 from usl.data.pairs.base import Pair, single_turn
 from usl.types import DataError
@@ -83,7 +83,7 @@ def alpaca_cross_pairs(annotations_dir: str | Path, allowed: set[str], rng: np.r
         scored = sorted(by_query[q].items())
         better = [(m, a) for m, (p, a) in scored if p >= 2 - confident]
         worse = [(m, a) for m, (p, a) in scored if p <= 1 + confident]
-        cand = [(w, l) for w in better for l in worse if w[1] != l[1]]
+        cand = [(w, lo) for w in better for lo in worse if w[1] != lo[1]]
         for i in rng.permutation(len(cand))[:per_query]:
             (mw, aw), (ml, al) = cand[int(i)]
             pairs.append(Pair(source, q, q, single_turn(q), aw, al, GENERAL, note=f"{mw} > {ml}"))
