@@ -273,9 +273,8 @@ def train_style_command(
 
 def train_reader_command(
         out: str = typer.Option("artifacts/length-reader", "--out", help="Output directory."),
-        kind: str = typer.Option("length", help="What the reader reads: length (shorter, longer or neither), "
-                                 "domain (academy, business, literature, plain or none) or other (a register "
-                                 "none of the domain styles is, or none)."),
+        kind: str = typer.Option("length", help="What the reader reads: length (shorter, longer or neither) "
+                                 "or domain (academy, business, literature, plain or none)."),
         wordings: List[str] = typer.Option([], "--wordings", help="A wordings file written for the reader: a JSON "
                                            "object of side (concise, detailed, domain_academy, ..., domain_plain, "
                                            "other or neutral) -> list of criteria; repeatable."),
