@@ -234,7 +234,7 @@ def test_domain_wordings_are_read_by_style_and_length_sides_are_none_to_it(tmp_p
         ReaderConfig(kind="tone")
 
 
-def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_path):
+def test_a_domain_reader_ships_with_the_fast_crm_and_the_judge_reads_it(tmp_path):
     import torch
 
     from usl.crm.criterion_reader import DOMAIN
@@ -256,21 +256,12 @@ def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_
     home, train, model_dir = _tiny_crm(tmp_path, domain_reader=str(out))
     model = FastCRM.load(model_dir)
     assert model.cfg.domain == DOMAIN.features and model.domain_reader is not None and model.reader is None
-    assert model.style_prior.shape == (4, model.cfg.n_features)
     x = criteria_inputs(model, ["Write like a poet.", "Use bullet points."], torch.zeros((2, 384)))
     assert x.shape == (2, 384 + len(model.cfg.lexicon) + 4)
     np.testing.assert_allclose(x[:, -4:].numpy(), reader.read(["Write like a poet.", "Use bullet points."]),
                                atol=5e-3)
     # the toy pairs are academic and business only: the style-score prior reads those two styles' scores
     assert model.cfg.score_prior == ("register_domain_academy", "register_domain_business", "", "")
-    # the style prior is the reading times a learned direction per style: it moves with the reading
-    with torch.no_grad():
-        model.style_prior.copy_(torch.eye(4, model.cfg.n_features))
-        model.delta.fill_(-40.0)  # the style-score prior off, to see W alone
-        style = model.criteria_repr(x).g - model.crit_feat(x)
-    np.testing.assert_allclose(style[:, :4].numpy(), x[:, -4:].numpy(), atol=1e-6)
-    np.testing.assert_allclose(style[:, 4:].numpy(), 0.0, atol=1e-6)
-
     judge = FastJudge(model_dir, home=str(home))
     assert judge.model.domain_reader._tokens()[1] is judge.encoder.model  # one MiniLM in memory
     p = judge.judge_matrix(_criteria("Write like a poet."), ["q"], ["Moonlight spills like silver wine."],

@@ -446,3 +446,22 @@ def test_the_recipe_file_sets_every_key_and_refuses_unknown_ones(tmp_path):
         FastTrainConfig.from_yaml(path, ["other_reader=x"])
     with pytest.raises(ValueError, match="length_boosts"):
         FastTrainConfig.from_yaml(path, ["length_boosts=[0]"])
+
+
+def test_usl_train_fast_builds_from_a_recipe_file_and_its_overrides(tmp_path, home):
+    import yaml
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(p) + "\n" for p in _pairs(32)))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"train": [str(train)], "dev": [str(train)], "out": str(tmp_path / "m"),
+                                      "epochs": 1, "batch_size": 16, "hidden": 8}))
+    r = CliRunner().invoke(app, ["--home", home, "train-fast", "--config", str(recipe), "--set", "seed=3"])
+    assert r.exit_code == 0, r.output
+    got = json.loads((tmp_path / "m" / "config.json").read_text())["extra"]["recipe"]
+    assert got["seed"] == 3 and got["hidden"] == 8 and got["train"] == [str(train)]
+    r = CliRunner().invoke(app, ["--home", home, "train-fast", "--config", str(recipe), "--set", "patience=x"])
+    assert r.exit_code == 2 and "patience='x': expected an integer" in r.output

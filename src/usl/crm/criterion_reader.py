@@ -12,7 +12,7 @@ says whether a criterion asks for neither, for shorter, or for longer answers.
 **Domain style.** "I'll be citing this in my dissertation" or "We pitch to investors on Monday" ask
 for an academic or a business register without naming it. The domain reader says which of the four
 domain styles a criterion asks for (academy, business, literature, plain), or none. The fast CRM
-weighs each style's answer scores by these probabilities (``FastCRM``'s style prior).
+weighs each style's answer scores by these probabilities (``FastCRM``'s style-score prior).
 
 Each reads what ``split_sign`` leaves of a criterion ("Avoid: long answers" -> "long answers").
 Frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go through a trained

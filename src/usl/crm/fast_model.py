@@ -4,10 +4,10 @@ Shape of the computation (k criteria, N answers, d = 384, F style features, H hi
 
     answer i   -> r_i (d, static MiniLM), f_i (F, standardised style features), q_i (cos with query)
     criterion c -> e_c (d, contextual MiniLM); sign s_c = +1 for a like, -1 for "Avoid: ..."
-    s(c, i) = <U e_c, V [r_i; f_i]> + <G(e_c), f_i> + alpha * <e_c, r_i>          (k x N)
+    s(c, i) = <U e_c, V [r_i; f_i]> + <G(e_c), f_i>                                (k x N)
               + gamma+ * boost * len_c * log_words_i     (length prior: len_c = P(longer) - P(shorter))
-              + <P_style(c) W, f_i>                      (style prior: the domain reader's P(style))
-              + softplus(delta) * score_boost * <P_style(c), style_i>   (style-score prior)
+              + softplus(delta) * score_boost * <P_style(c), style_i>   (style-score prior: the domain
+                                                          reader's P(style) on each style's own score)
     quality(i) = MLP([r_i; f_i; q_i])                                           (N,)
     logit(A over B) = mean_c s_c * (s(c, A) - s(c, B)) + beta * (quality(A) - quality(B))
 
@@ -87,7 +87,6 @@ class FastCRMConfig:
 @dataclass(frozen=True)
 class AnswerRepr:
     """The criteria-independent part of N answers, computed once per benchmark."""
-    r: torch.Tensor        # (N, d) static MiniLM vectors
     f: torch.Tensor        # (N, F) standardised style features (clamped to +-6)
     z: torch.Tensor        # (N, H) the answer side of the bilinear term
     quality: torch.Tensor  # (N,) criterion-independent quality
@@ -96,7 +95,6 @@ class AnswerRepr:
 @dataclass(frozen=True)
 class CriteriaRepr:
     """k criteria read once, ready to score any answers."""
-    e: torch.Tensor        # (k, d) sentence embedding (the cosine term)
     u: torch.Tensor        # (k, H) the criteria side of the bilinear term
     g: torch.Tensor        # (k, F) weights on the style features, priors included
     length: torch.Tensor   # (k,) direction of the length prior: > 0 favours longer answers
@@ -126,7 +124,7 @@ class FastCRM(nn.Module):
         self.crit_sem = nn.Sequential(nn.Linear(dc, H), nn.GELU(), nn.Linear(H, H))
         self.resp_sem = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F, H), nn.GELU(), nn.Linear(H, H))
         self.crit_feat = nn.Sequential(nn.Linear(dc, H), nn.GELU(), nn.Linear(H, F))
-        self.alpha = nn.Parameter(torch.tensor(2.0))
+        # (a cosine term alpha <e_c, r_i> was dropped: switched off, it moved no eval file by a point)
         self.quality = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F + 1, H), nn.GELU(), nn.Linear(H, 1))
         self.beta = nn.Parameter(torch.tensor(1.0))
         # a monotone length prior: a criterion whose keywords say "long" (minus "short", both signed
@@ -136,14 +134,11 @@ class FastCRM(nn.Module):
         self._lex_long = cfg.lexicon.index("long") if "long" in cfg.lexicon else -1
         self._lex_short = cfg.lexicon.index("short") if "short" in cfg.lexicon else -1
         self._f_len = cfg.features.index("log_words")
-        # a style prior: the domain reader's P(style) weighs a learned direction in the answer features
-        # for each style (the style scorer's own score, mostly), so a criterion read as "academic" looks
-        # at the academic score whatever its embedding is near
-        if cfg.domain:
-            self.style_prior = nn.Parameter(torch.zeros(len(cfg.domain), F))
-        # and a fixed one, monotone like the length prior: P(style) weighs that style's own score with a
-        # learned weight softplus(delta) >= 0, so a criterion read as "academic" favours the answer the
-        # style scorer finds more academic, whatever else the training pairs taught the other terms
+        # a style-score prior, monotone like the length prior: the domain reader's P(style) weighs that
+        # style's own score with a learned weight softplus(delta) >= 0, so a criterion read as "academic"
+        # favours the answer the style scorer finds more academic, whatever else the training pairs taught
+        # the other terms. (A learned direction per style in all the answer features, P(style) @ W, was
+        # dropped: switched off, it moved no eval file by a point.)
         named = [f for f in cfg.score_prior if f]  # "" for a style no scorer knows: no prior for it
         if cfg.score_prior and (len(cfg.score_prior) != len(cfg.domain) or len(set(named)) != len(named)
                                 or not set(named) <= set(cfg.features)):
@@ -166,7 +161,7 @@ class FastCRM(nn.Module):
         """r (N, d), feats (N, F) raw, cos_q (N,) -> the criteria-independent part, cacheable."""
         f = ((feats - self.feat_mean) / self.feat_std).clamp(-6, 6)
         rf = torch.cat([r, f], -1)
-        return AnswerRepr(r=r, f=f, z=self.resp_sem(rf),
+        return AnswerRepr(f=f, z=self.resp_sem(rf),
                           quality=self.quality(torch.cat([rf, cos_q[:, None]], -1)).squeeze(-1))
 
     # -- criteria ----------------------------------------------------------------------------------
@@ -181,17 +176,15 @@ class FastCRM(nn.Module):
         lex = x[:, self.cfg.dim:at]
         rd, style = x[:, at:at + len(self.cfg.reader)], x[:, at + len(self.cfg.reader):]  # the readers' columns
         g = self.crit_feat(x)
-        if self.cfg.domain:  # the style prior: P(style) @ W weighs the answer features like G(c) does
-            g = g + style @ self.style_prior
-            if self.cfg.score_prior:  # and the style-score prior: softplus(delta) on each style's own score
-                g = g + nn.functional.softplus(self.delta) * self.cfg.score_boost * (style @ self.score_select)
+        if self.cfg.score_prior:  # the style-score prior: softplus(delta) on each style's own score
+            g = g + nn.functional.softplus(self.delta) * self.cfg.score_boost * (style @ self.score_select)
         if self.cfg.reader:
             length = rd[:, 1] - rd[:, 0]
         elif self._lex_long >= 0:
             length = lex[:, self._lex_long] - lex[:, self._lex_short]
         else:
             length = torch.zeros(x.shape[0], dtype=x.dtype)
-        return CriteriaRepr(e=e, u=self.crit_sem(x), g=g, length=length)
+        return CriteriaRepr(u=self.crit_sem(x), g=g, length=length)
 
     def _length_weight(self) -> torch.Tensor:
         """The length prior's weight: softplus(gamma), times the factor chosen after training."""
@@ -200,7 +193,7 @@ class FastCRM(nn.Module):
     def criterion_scores(self, C: CriteriaRepr, A: AnswerRepr) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
         prior = self._length_weight() * C.length[:, None] * A.f[None, :, self._f_len]
-        return C.u @ A.z.T + C.g @ A.f.T + self.alpha * (C.e @ A.r.T) + prior
+        return C.u @ A.z.T + C.g @ A.f.T + prior
 
     # -- pairs (training and judging) --------------------------------------------------------------
     def pair_logits(self, C: CriteriaRepr, A: AnswerRepr, a_idx: torch.Tensor, b_idx: torch.Tensor,
@@ -215,7 +208,7 @@ class FastCRM(nn.Module):
         df = A.f[pa] - A.f[pb]
         prior = self._length_weight() * C.length[crit_idx] * df[:, self._f_len]
         per = crit_sign * ((C.u[crit_idx] * (A.z[pa] - A.z[pb])).sum(-1) + (C.g[crit_idx] * df).sum(-1)
-                           + self.alpha * (C.e[crit_idx] * (A.r[pa] - A.r[pb])).sum(-1) + prior)
+                           + prior)
         total = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, per)
         count = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, torch.ones_like(per))
         return total / count.clamp(min=1) + self.beta * (A.quality[a_idx] - A.quality[b_idx])

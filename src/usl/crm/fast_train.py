@@ -85,7 +85,7 @@ class FastTrainConfig(YamlConfig):
                             "(heldout.json) stand in for the wordings it was trained on. '' = the keyword reading "
                             "gives the direction.")
     domain_reader: str = _f("", "Directory written by `usl train-reader --kind domain`: its P(style) become criterion "
-                            "features and weigh the style prior. '' = none.")
+                            "features and weigh the style-score prior. '' = none.")
     score_prior: bool = _f(True, "With a domain reader and style (or register) scores: a criterion's P(style) also "
                            "weighs that style's own score with one learned weight >= 0 (the style-score prior).")
     # --- factors chosen after training ---------------------------------------------------------
