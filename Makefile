@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.usl-installed
 TEST_STAMP := $(VENV)/.usl-test-installed
 
-.PHONY: install test serve clean
+.PHONY: install test serve clean judge judge-style
 
 install: $(STAMP)
 
@@ -36,6 +36,52 @@ serve: install
 	$(BIN)/usl data stats >/dev/null 2>&1 || $(BIN)/usl data import alpaca-eval
 	$(BIN)/usl topics list >/dev/null
 	$(BIN)/usl serve
+
+# The default judge, rebuilt from its recipe (configs/fast_crm.yaml) into artifacts/fast-crm; each step
+# is skipped when its output exists. The CPU steps: the two data builds (~6 min each on 2 idle cores),
+# the two criterion readers (~6 min each) and `usl train-fast` (~6 min, then the factors: the length
+# factor's judge scores the dev answers with the style scorer on the CPU once). The style scorer is
+# trained on a GPU (4 x ~4 min on one H200, `make judge-style` there, after packing its inputs with
+# scripts/make_gpu_carry.py --style); put its directory at artifacts/style-v5 before `make judge`.
+FULL := --holdout-family '' --holdout-topic ''
+LW := $(foreach f,probe_independent_a probe_independent_b probe_independent_c probe_independent_d \
+        probe_independent_e probe_independent_f probe_worked_on extra_j extra_k extra_l extra_m neutral_n,\
+        --wordings configs/length_wordings/$(f).json)
+DW := $(foreach f,extra_b extra_c extra_d extra_e,--wordings configs/domain_wordings/$(f).json)
+STYLE_ARGS := --train artifacts/data-full/train.jsonl --known artifacts/board.json \
+              --score artifacts/data-full/train.jsonl --score artifacts/data-full/dev.jsonl
+
+judge: install artifacts/data-full/train.jsonl artifacts/data-full2/train.jsonl artifacts/reader-v3/heldout.json \
+       artifacts/dreader-v3/heldout.json artifacts/style-v5/heldout.npz
+	$(BIN)/usl train-fast --config configs/fast_crm.yaml
+
+artifacts/data-full/train.jsonl:
+	$(BIN)/usl data build-train $(FULL) --out artifacts/data-full
+artifacts/data-full2/train.jsonl:
+	$(BIN)/usl data build-train $(FULL) --terse-per-query 6 --out artifacts/data-full2
+artifacts/reader-v3/heldout.json:
+	$(BIN)/usl train-reader --out artifacts/reader-v3 $(LW) \
+	    --test configs/length_wordings/probe_independent_g.json --test configs/length_wordings/probe_independent_h.json
+artifacts/dreader-v3/heldout.json:
+	$(BIN)/usl train-reader --kind domain --out artifacts/dreader-v3 $(DW) $(LW) \
+	    --test configs/domain_wordings/probe_independent_a.json --test configs/domain_wordings/probe_independent_b.json
+artifacts/style-v5/heldout.npz:
+	@echo "artifacts/style-v5: train the style scorer on a GPU first (make judge-style there)" >&2; exit 1
+
+# On the GPU machine: the board's answer texts (a data home where `usl data import alpaca-eval` ran),
+# then the four members and their mean.
+artifacts/board.json:
+	sqlite3 $${USL_HOME:-$$HOME/.local/share/usl}/usl.sqlite \
+	    "select json_group_array(text) from (select distinct text from responses)" > $@
+judge-style: artifacts/data-full/train.jsonl artifacts/board.json
+	$(BIN)/usl train-style $(STYLE_ARGS) --out artifacts/style-v1
+	$(BIN)/usl train-style $(STYLE_ARGS) --out artifacts/style-v3s1 --seed 1
+	$(BIN)/usl train-style $(STYLE_ARGS) --aux-registers configs/register_answers.jsonl --out artifacts/style-aux-s0
+	$(BIN)/usl train-style $(STYLE_ARGS) --aux-registers configs/register_answers.jsonl --out artifacts/style-aux-s1 \
+	    --seed 1
+	$(BIN)/usl train-style --combine artifacts/style-v1 --combine artifacts/style-v3s1 --out artifacts/style-v3
+	$(BIN)/usl train-style --combine artifacts/style-v3 --combine artifacts/style-aux-s0 \
+	    --combine artifacts/style-aux-s1 --out artifacts/style-v5
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache

@@ -1,4 +1,4 @@
-"""Fidelity of the fast path to the full pairwise CRM, and distillation data for the fast path.
+"""Fidelity of the fast path to the full pairwise CRM.
 
     export (here): AlpacaEval answers of one split -> a compact .json.gz that travels to a GPU box
         python scripts/crm_fidelity.py export --split board --out .carry/fid/board.json.gz
@@ -19,15 +19,6 @@
         reference's whole board from the scores file
         python scripts/crm_fidelity.py refine-live --answers board.json.gz --scores full_board.npz \
             --names creative,formal --queries 20 --home $USL_HOME
-
-    to-jsonl (here): the full CRM's scores of train-split answers -> distillation pairs
-        python scripts/crm_fidelity.py to-jsonl --answers train.json.gz --scores distill_train.npz \
-            --sets configs/distill_criteria_sets.yaml --out distill.jsonl.gz
-
-Distillation pairs are paper-format JSONL with the full CRM's probability that A wins in ``p_a``,
-for ``usl train-fast --distill``. ``to-jsonl`` refuses scores of the board split: board queries
-never enter training. (``score --jsonl`` writes the same records on the GPU box.) ``--skip-sets``
-leaves sets out: the length sets, say, where the labelled length pairs are the better teacher.
 """
 
 from __future__ import annotations
@@ -155,7 +146,7 @@ def score(args) -> None:
     except ValueError as e:
         raise SystemExit(f"--judge: {e}") from None
     qidx = _subset(len(data["queries"]), args.n_queries, args.seed)
-    models, base = data["models"], data["baseline"]
+    models = data["models"]
     answers, qids = _board(data), [str(data["queries"][qi]["id"]) for qi in qidx]
     names = np.array([s["name"] for s in sets])
     P = np.full((len(sets), len(models), len(qidx)), np.nan, np.float32)
@@ -178,7 +169,6 @@ def score(args) -> None:
                  judge=np.array(judge.identity), complete=complete)
         tmp.replace(out)
 
-    jsonl = gzip.open(args.jsonl, "wt") if args.jsonl else None
     t0, done = time.time(), 0
     for si, s in enumerate(sets):
         if complete[si]:
@@ -186,67 +176,13 @@ def score(args) -> None:
         crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
         P[si] = _board_scores(answers, judge, crit, models, qids)
         cells = np.argwhere(~np.isnan(P[si]))
-        if jsonl:
-            for mi, k in cells.tolist():
-                q = data["queries"][qidx[k]]
-                rec = _record(s["name"], crit, models[mi], q["id"], q["text"], data["answers"][models[mi]][qidx[k]],
-                              data["answers"][base][qidx[k]], float(P[si, mi, k]))
-                jsonl.write(json.dumps(rec) + "\n")
         done += 2 * len(cells)
         complete[si] = True
         save()
         log.info("set %d/%d %s: %d judgments, %.0f/s", si + 1, len(sets), s["name"], 2 * len(cells),
                  done / (time.time() - t0))
-    if jsonl:
-        jsonl.close()
     save()
     print(f"wrote {args.out} in {time.time() - t0:.0f} s")
-
-
-def _record(set_name: str, crit, model: str, qid, q: str, a: str, b: str, p: float) -> dict:
-    return {"idx": f"{set_name}:{model}:{qid}", "prompt": q,
-            "model_a": [{"role": "user", "content": q}, {"role": "assistant", "content": a}],
-            "model_b": [{"role": "user", "content": q}, {"role": "assistant", "content": b}],
-            "criteria": crit.as_list(), "preference": "model_a" if p >= 0.5 else "model_b",
-            "source": f"distill/{set_name}", "p_a": float(p)}
-
-
-def to_jsonl(args) -> None:
-    from usl.types import Criteria
-
-    data = _load(args.answers)
-    z = _scores(args.scores, data, args.answers)
-    if data.get("split") != "train":
-        raise SystemExit(f"{args.answers}: split {data.get('split')!r}; distillation data must come from "
-                         "the train split (board queries never enter training)")
-    sets = _scored_sets(z, args.scores, args.sets)
-    skip = set(args.skip_sets)
-    unknown = sorted(skip - {str(x) for x in z["sets"]})
-    if unknown:
-        raise SystemExit(f"--skip-sets {', '.join(unknown)}: not a criteria set of {args.scores} "
-                         f"(it holds {', '.join(map(str, z['sets']))})")
-    models, base, qidx = list(z["models"]), data["baseline"], z["qidx"]
-    n = 0
-    done = _complete(z)
-    out = Path(args.out)
-    tmp = out.with_name(out.name + ".tmp")  # renamed when complete: an interrupted run leaves no half file
-    with gzip.open(tmp, "wt") as f:
-        for si, name in enumerate(z["sets"]):
-            if not done[si] or str(name) in skip:
-                continue
-            s = sets[str(name)]
-            crit = Criteria(tuple(s["likes"]), tuple(s["avoid"]))
-            for mi, m in enumerate(models):
-                for k, qi in enumerate(qidx):
-                    p = z["P"][si, mi, k]
-                    if np.isnan(p):
-                        continue
-                    q = data["queries"][qi]
-                    f.write(json.dumps(_record(str(name), crit, m, q["id"], q["text"], data["answers"][m][qi],
-                                               data["answers"][base][qi], float(p))) + "\n")
-                    n += 1
-    tmp.replace(out)
-    print(f"wrote {args.out}: {n} distillation pairs")
 
 
 def _split_half_tau(P: np.ndarray, draws: int = 20, seed: int = 0) -> float | None:
@@ -425,14 +361,6 @@ def main(argv=None) -> None:
     s.add_argument("--n-queries", type=int, default=None)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True)
-    s.add_argument("--jsonl", default=None)
-    t = sub.add_parser("to-jsonl")
-    t.add_argument("--answers", required=True)
-    t.add_argument("--scores", required=True)
-    t.add_argument("--sets", default="configs/distill_criteria_sets.yaml")
-    t.add_argument("--out", required=True)
-    t.add_argument("--skip-sets", nargs="*", default=[],
-                   help="criteria sets to leave out, e.g. those labelled data already teaches better")
     r = sub.add_parser("report")
     r.add_argument("--answers", required=True)
     r.add_argument("--scores", required=True)
@@ -453,7 +381,7 @@ def main(argv=None) -> None:
     lv.add_argument("--reference", default="crm")
     lv.add_argument("--queries", type=int, default=20)
     args = ap.parse_args(argv)
-    {"export": export, "score": score, "to-jsonl": to_jsonl, "report": report,
+    {"export": export, "score": score, "report": report,
      "refine-live": refine_live}[args.cmd](args)
 
 

@@ -70,11 +70,11 @@ def reader_and_held():
 
 def test_a_later_wordings_file_restates_an_earlier_ones_wording_under_another_side(tmp_path):
     """configs/domain_wordings/extra_g.json turns a few "none" wordings of earlier files into "other": the
-    other reader takes the later label, the length and domain readers see the very same examples."""
+    length and domain readers see the very same examples (both read "other" as none)."""
     first, later = tmp_path / "first.json", tmp_path / "later.json"
     first.write_text(json.dumps({"none": ["Make it hilarious.", "Be polite."], "concise": ["Be brief."]}))
     later.write_text(json.dumps({"other": ["Make it hilarious.", "Tone: legal"]}))
-    for kind, restated in (("other", 1), ("length", 0), ("domain", 0)):
+    for kind, restated in (("length", 0), ("domain", 0)):
         both = in_reader_frame(read_wordings(first, kind) + read_wordings(later, kind), kind)
         assert both[0] == ("Make it hilarious.", restated), kind
         assert [t for t, _ in both] == ["Make it hilarious.", "Be polite.", "Be brief.", "Tone: legal"]
@@ -234,7 +234,7 @@ def test_domain_wordings_are_read_by_style_and_length_sides_are_none_to_it(tmp_p
         ReaderConfig(kind="tone")
 
 
-def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_path):
+def test_a_domain_reader_ships_with_the_fast_crm_and_the_judge_reads_it(tmp_path):
     import torch
 
     from usl.crm.criterion_reader import DOMAIN
@@ -256,21 +256,12 @@ def test_a_domain_reader_ships_with_the_fast_crm_and_weighs_its_style_prior(tmp_
     home, train, model_dir = _tiny_crm(tmp_path, domain_reader=str(out))
     model = FastCRM.load(model_dir)
     assert model.cfg.domain == DOMAIN.features and model.domain_reader is not None and model.reader is None
-    assert model.style_prior.shape == (4, model.cfg.n_features)
     x = criteria_inputs(model, ["Write like a poet.", "Use bullet points."], torch.zeros((2, 384)))
     assert x.shape == (2, 384 + len(model.cfg.lexicon) + 4)
     np.testing.assert_allclose(x[:, -4:].numpy(), reader.read(["Write like a poet.", "Use bullet points."]),
                                atol=5e-3)
     # the toy pairs are academic and business only: the style-score prior reads those two styles' scores
     assert model.cfg.score_prior == ("register_domain_academy", "register_domain_business", "", "")
-    # the style prior is the reading times a learned direction per style: it moves with the reading
-    with torch.no_grad():
-        model.style_prior.copy_(torch.eye(4, model.cfg.n_features))
-        model.delta.fill_(-40.0)  # the style-score prior off, to see W alone
-        style = model.criteria_repr(x)["g"] - model.crit_feat(x)
-    np.testing.assert_allclose(style[:, :4].numpy(), x[:, -4:].numpy(), atol=1e-6)
-    np.testing.assert_allclose(style[:, 4:].numpy(), 0.0, atol=1e-6)
-
     judge = FastJudge(model_dir, home=str(home))
     assert judge.model.domain_reader._tokens()[1] is judge.encoder.model  # one MiniLM in memory
     p = judge.judge_matrix(_criteria("Write like a poet."), ["q"], ["Moonlight spills like silver wine."],
@@ -309,7 +300,7 @@ def test_the_style_score_prior_favours_the_answer_scored_higher_in_the_style_the
     x[0, -4:] = torch.tensor([0.0, 0.0, 0.9, 0.1])  # read as literature; the second criterion as no style
     with torch.no_grad():
         model.delta.fill_(1.0)
-        prior = model.criteria_repr(x)["g"] - model.crit_feat(x)  # the style prior W is still zero
+        prior = model.criteria_repr(x).g - model.crit_feat(x)  # the style prior W is still zero
     w = float(torch.nn.functional.softplus(torch.tensor(1.0)))
     want = np.zeros((2, len(names)), np.float32)
     want[0, names.index("style_domain_literature")] = 0.9 * w
@@ -317,14 +308,14 @@ def test_the_style_score_prior_favours_the_answer_scored_higher_in_the_style_the
     np.testing.assert_allclose(prior.numpy(), want, atol=1e-6)
     model.cfg.score_boost = 3.0  # the factor --tune-wordings chooses scales the prior
     with torch.no_grad():
-        boosted = model.criteria_repr(x)["g"] - model.crit_feat(x)
+        boosted = model.criteria_repr(x).g - model.crit_feat(x)
     np.testing.assert_allclose(boosted.numpy(), 3.0 * want, atol=1e-5)
     held_out = FastCRM(FastCRMConfig(n_features=len(no_literature), features=no_literature, domain=DOMAIN.features,
                                      score_prior=_score_prior(no_literature)),
                        register=SimpleNamespace(names=no_literature[len(FEATURES):]), domain_reader=SimpleNamespace())
     with torch.no_grad():
         held_out.delta.fill_(1.0)
-        prior = held_out.eval().criteria_repr(x)["g"] - held_out.crit_feat(x)
+        prior = held_out.eval().criteria_repr(x).g - held_out.crit_feat(x)
     np.testing.assert_allclose(prior[0].numpy().sum(), 0.1 * w, atol=1e-6)  # plain's share; literature has no score
     with pytest.raises(ValueError, match="one answer feature"):
         FastCRM(FastCRMConfig(n_features=len(names), features=names, domain=DOMAIN.features,
@@ -341,7 +332,7 @@ FOUR = {"domain_academy": "Empirical studies of {t} suggest, per the literature,
 def test_tune_wordings_choose_the_style_score_prior_factor_on_reworded_dev_pairs(tmp_path):
     from usl.crm.criterion_reader import library_held_out
     from usl.crm.fast_model import FastCRM
-    from usl.crm.fast_train import BOOSTS, FastTrainConfig, _tuning_wordings, train_fast
+    from usl.crm.fast_train import FastTrainConfig, _tuning_wordings, train_fast
 
     rows, families = [], list(FOUR)
     for i, t in enumerate(STYLE_TOPICS[:10]):
@@ -371,9 +362,9 @@ def test_tune_wordings_choose_the_style_score_prior_factor_on_reworded_dev_pairs
                                         hidden=8, domain_reader=str(dreader), tune_wordings=[str(tune)]),
                         tmp_path / "home" / "cache")
     tuned = report["score_boost"]
-    assert tuned["pairs"] == 3 * len(rows) and set(tuned["accuracy"]) == {str(b) for b in BOOSTS}
+    assert tuned["pairs"] == 3 * len(rows) and set(tuned["accuracy"]) == {str(b) for b in FastTrainConfig().score_boosts}
     best = max(tuned["accuracy"].values())
-    assert tuned["score_boost"] == min(b for b in BOOSTS if tuned["accuracy"][str(b)] == best)
+    assert tuned["score_boost"] == min(b for b in FastTrainConfig().score_boosts if tuned["accuracy"][str(b)] == best)
     model = FastCRM.load(out)
     assert model.cfg.score_prior == tuple(f"register_{f}" for f in families)  # no style scorer: the n-gram one
     assert model.cfg.score_boost == tuned["score_boost"]
@@ -418,7 +409,7 @@ def test_train_reader_names_an_unknown_held_out_family(tmp_path):
     assert r.exit_code != 0 and "domain_poetry" in r.output and not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("kind", ["length", "domain", "other"])
+@pytest.mark.parametrize("kind", ["length", "domain"])
 def test_every_shipped_wordings_file_reads_as_a_readers_wordings(kind):
     """The wordings files in configs/ train the readers and tune the style-score prior: each one must
     parse for both kinds of reader, and a file of one kind's sides holds no text twice."""
@@ -430,185 +421,9 @@ def test_every_shipped_wordings_file_reads_as_a_readers_wordings(kind):
         assert got, f
         texts = [t for t, _ in got]
         assert len(set(texts)) == len(texts), (f, [t for t in set(texts) if texts.count(t) > 1])
-    # the domain reader's files name its four styles and none, and registers no scorer knows ("other",
-    # none to the domain reader)
+    # the domain reader's files name its four styles and none (registers no scorer knows, "other", are none)
     extra = dict(read_wordings(root / "domain_wordings" / "extra_d.json", "domain"))
     assert {label for label in extra.values()} == {0, 1, 2, 3, 4}
-    other = dict(read_wordings(root / "domain_wordings" / "extra_d.json", "other"))
-    assert {label for label in other.values()} == {0, 1}
-
-
-# -- the other-register reader ---------------------------------------------------------------------
-
-OTHER_REGISTERS = ["Write like a sports commentator.", "Tone: legal", "Sound like a sermon.",
-                   "Like a doctor's chart notes.", "Celebrity gossip style.", "Talk like a radio DJ.",
-                   "Register: courtroom", "Like a news bulletin."]
-
-
-def test_other_registers_are_a_side_of_their_own_and_a_held_out_family_leaves_every_file(tmp_path):
-    from usl.crm.criterion_reader import sides_of
-
-    f = tmp_path / "w.json"
-    f.write_text(json.dumps(STYLES | {"other": OTHER_REGISTERS[:2], "domain_other": OTHER_REGISTERS[2:3],
-                                      "concise": ["Be brief."]}))
-    other = dict(read_wordings(f, "other"))
-    assert {other[t] for t in OTHER_REGISTERS[:3]} == {1} and other["Write like a poet."] == other["Be brief."] == 0
-    assert {dict(read_wordings(f, kind))[OTHER_REGISTERS[0]] for kind in ("length", "domain")} == {0}
-    assert sides_of("domain_literature") == {"literature", "domain_literature"}
-    assert sides_of("length_concise") == {"concise", "short", "length_concise"}
-    kept = dict(read_wordings(f, "other", skip=sides_of("domain_literature")))
-    assert "Write like a poet." not in kept and "Write like a professor." in kept and "Be brief." in kept
-
-
-@pytest.fixture(scope="module")
-def other_reader(tmp_path_factory) -> tuple[CriterionReader, Path]:
-    """An other-register reader fitted on the toy wordings, saved with its cross-fitted readings."""
-    examples = in_reader_frame([(t, 1) for t in OTHER_REGISTERS] + [(t, 0) for t in SHORT + NEITHER]
-                               + [(t, 0) for ts in STYLES.values() for t in ts], "other")
-    reader, held = fit_reader(examples, ReaderConfig(kind="other", epochs=40, heads=1, folds=2, lr=3e-3),
-                              crossfit=[t for t, _ in examples])
-    out = tmp_path_factory.mktemp("oreader")
-    reader.save(out)
-    write_readings(out / "heldout.json", held)
-    return reader, out
-
-
-def test_a_criterion_read_as_another_register_leans_on_its_cosine_term(tmp_path, other_reader):
-    import torch
-
-    from usl.crm.criterion_reader import OTHER
-    from usl.crm.fast_model import FastCRM, FastCRMConfig, criteria_inputs
-    from usl.judges.fast import FastJudge
-
-    reader, where = other_reader
-    assert reader.kind.features == ("reader_other",)
-    assert direction_accuracy(reader, [(t, 1) for t in OTHER_REGISTERS])["other"] == 1.0
-
-    home, _, model_dir = _tiny_crm(tmp_path, other_reader=str(where))
-    model = FastCRM.load(model_dir)
-    # P(other) is read by no trained layer, and loading the reader leaves the training as it was
-    _, _, without = _tiny_crm(tmp_path, "without")
-    state = FastCRM.load(without).state_dict()
-    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
-    assert model.cfg.other == OTHER.features and (model.cfg.other_boost, model.cfg.other_damp) == (64.0, 1.0)
-    texts = ["Write like a sports commentator.", "Use bullet points."]
-    x = criteria_inputs(model, texts, torch.nn.functional.normalize(torch.randn((2, 384)), dim=-1))
-    assert x.shape == (2, 384 + len(model.cfg.lexicon) + 1)
-    p = x[:, -1:]
-    assert p[0] > 0.5 > p[1]
-    floor = reader.cfg.label_smoothing / 2  # what label smoothing trains "none" towards: read as 0
-    q = ((p - floor) / (1 - 2 * floor)).clamp(0, 1)
-    with torch.no_grad():
-        leaning = model.criteria_repr(x)
-        model.cfg.other_boost, model.cfg.other_damp = 0.0, 0.0
-        plain = model.criteria_repr(x)
-        moved = model.criteria_repr(torch.cat([x[:, :-1], 1 - p], -1))
-    # P(other) reaches no trained layer: without the factors it changes nothing
-    for k in ("e", "u", "g", "len"):
-        torch.testing.assert_close(moved[k], plain[k])
-    torch.testing.assert_close(leaning["e"], plain["e"] * (1 + 64.0 * q))
-    torch.testing.assert_close(leaning["u"], plain["u"] * (1 - q))
-    torch.testing.assert_close(leaning["g"], plain["g"] * (1 - q))
-
-    judge = FastJudge(model_dir, home=str(home))
-    assert judge.model.other_reader._tokens()[1] is judge.encoder.model  # one MiniLM in memory
-    got = judge.judge_matrix(_criteria(texts[0]), ["q"], ["And he scores in the final minute!"], ["A goal was made."])
-    assert got.shape == (1,) and 0.0 < got[0] < 1.0
-    shutil.rmtree(model_dir / "other_reader")
-    with pytest.raises(ValueError, match="other_reader/ is missing"):
-        FastCRM.load(model_dir)
-    with pytest.raises(ValueError, match="other-register reader's feature"):
-        FastCRM(FastCRMConfig(other=OTHER.features))
-
-
-def test_a_register_basis_favours_the_more_registered_answer_only_for_a_criterion_read_as_other(tmp_path, other_reader):
-    from usl.crm.fast_model import FastCRM
-    from usl.crm.fast_train import FastTrainConfig
-    from usl.crm.style_scorer import RegisterBasis, StyleScorer, StyleScorerConfig, text_key
-    from usl.judges.fast import FastJudge
-
-    plain, styled, other = "A goal was made.", "And he scores in the final minute!", "Goals were made."
-    # a basis whose scores are all in its known table: no network runs
-    known = {text_key(plain): np.array([0.0, -1.0], np.float32), text_key(styled): np.array([2.0, 3.0], np.float32),
-             text_key(other): np.array([-2.0, -2.0], np.float32)}
-    basis_dir = tmp_path / "basis"
-    StyleScorer(StyleScorerConfig(labels=("register_news", "register_sports")), {}, known=known).save(basis_dir)
-    with pytest.raises(ValueError, match="register_basis needs other_reader"):
-        FastTrainConfig(train=[], register_basis=str(basis_dir))
-
-    home, train, model_dir = _tiny_crm(tmp_path, other_reader=str(other_reader[1]), register_basis=str(basis_dir))
-    _, _, without = _tiny_crm(tmp_path, "without", other_reader=str(other_reader[1]))
-    model = FastCRM.load(model_dir)
-    assert model.cfg.basis == ("basis_register_news", "basis_register_sports") and model.cfg.basis_boost == 32.0
-    assert model.cfg.features == FastCRM.load(without).cfg.features  # the basis is read by no trained layer
-    assert (model_dir / "register_basis" / "known.npz").exists()
-
-    judge, base = FastJudge(model_dir, home=str(home)), FastJudge(without, home=str(home))
-    assert judge.bank.feature_names[-2:] == model.cfg.basis
-    register = _criteria("Write like a sports commentator.")
-    ordinary = _criteria("Use bullet points.")
-    for crit in (register, ordinary):
-        got = judge.judge_matrix(crit, ["q", "q"], [styled, plain], [plain, styled])
-        np.testing.assert_allclose(got[0], 1 - got[1], atol=1e-6)  # still antisymmetric
-    lean = judge.judge_matrix(register, ["q"], [styled], [plain])[0] - base.judge_matrix(register, ["q"], [styled],
-                                                                                          [plain])[0]
-    assert lean > 0.05  # the answer written more strongly in some register gains
-    np.testing.assert_allclose(judge.judge_matrix(ordinary, ["q"], [styled], [plain]),
-                               base.judge_matrix(ordinary, ["q"], [styled], [plain]), atol=1e-3)
-
-    with pytest.raises(ValueError, match="reads a register basis already"):
-        model.attach_basis(RegisterBasis.load(model_dir), 1.0)
-    shutil.rmtree(model_dir / "register_basis")
-    with pytest.raises(ValueError, match="register_basis/ is missing"):
-        FastCRM.load(model_dir)
-    no_registers = tmp_path / "styles"
-    StyleScorer(StyleScorerConfig(labels=("domain_academy",)), {}, known={k: v[:1] for k, v in known.items()}
-                ).save(no_registers)
-    with pytest.raises(ValueError, match="knows no written register"):
-        _tiny_crm(tmp_path, "bad", other_reader=str(other_reader[1]), register_basis=str(no_registers))
-
-
-def test_a_criterion_read_as_a_known_style_or_a_length_wish_does_not_lean_as_another_register(
-        tmp_path, other_reader, reader_and_held):
-    import torch
-
-    from usl.crm.fast_model import FastCRM, criteria_inputs
-    from usl.crm.fast_train import FastTrainConfig
-
-    (length, held), _ = reader_and_held
-    length_dir = tmp_path / "lreader"
-    length.save(length_dir)
-    write_readings(length_dir / "heldout.json", held)
-    domain, domain_dir = _domain_reader(tmp_path)
-    with pytest.raises(ValueError, match="other_gate needs other_reader"):
-        FastTrainConfig(train=[], other_reader=str(other_reader[1]), other_gate=True)
-    _, _, model_dir = _tiny_crm(tmp_path, other_reader=str(other_reader[1]), domain_reader=str(domain_dir),
-                                length_reader=str(length_dir), other_gate=True)
-    model = FastCRM.load(model_dir)
-    assert model.cfg.other_gate
-
-    texts = ["Write like a sports commentator.", "Write like a poet.", "Keep it short."]
-    x = criteria_inputs(model, texts, torch.nn.functional.normalize(torch.randn((3, 384)), dim=-1))
-    x = torch.cat([x[:, :-1], torch.full((3, 1), 0.9)], -1)  # each read as another register, say
-    with torch.no_grad():
-        gated = model.criteria_repr(x)
-        model.cfg.other_gate = False
-        ungated = model.criteria_repr(x)
-        model.cfg.other_boost = model.cfg.other_damp = 0.0
-        plain = model.criteria_repr(x)
-    at = 384 + len(model.cfg.lexicon)
-    f = other_reader[0].cfg.label_smoothing / 2
-    q = (0.9 - f) / (1 - 2 * f)
-    fl, fd = length.cfg.label_smoothing / 3, domain.cfg.label_smoothing / 5  # the readers' floors
-    no_length = ((1 - x[:, at:at + 2].sum(-1) - fl) / (1 - 3 * fl)).clamp(0, 1)
-    no_style = ((1 - x[:, at + 2:-1].sum(-1) - fd) / (1 - 5 * fd)).clamp(0, 1)
-    gate = no_style * (2 * no_length).clamp(max=1)
-    torch.testing.assert_close(gated["e"], plain["e"] * (1 + 64 * q * gate)[:, None])
-    torch.testing.assert_close(gated["u"], plain["u"] * (1 - q * gate)[:, None])
-    torch.testing.assert_close(ungated["e"], plain["e"] * (1 + 64 * q))
-    # the poet is a style the domain reader knows and "Keep it short." a length wish: they barely lean; the
-    # commentator, a register neither reader knows, still does (the toy domain reader is unsure of it)
-    assert gate[1] < 0.05 and gate[2] < 0.05 and gate[0] > 0.3, gate
 
 
 def _probe_script():

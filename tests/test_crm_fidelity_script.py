@@ -1,5 +1,5 @@
-"""scripts/crm_fidelity.py to-jsonl: the full CRM's scores of train-split answers become
-distillation pairs for `usl train-fast --distill`; scores of board answers are refused."""
+"""scripts/crm_fidelity.py: the full CRM's scores saved per set and resumed, and the fast path's
+boards compared with them."""
 
 import gzip
 import importlib.util
@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from usl.data.paper_jsonl import read_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,50 +39,12 @@ def _inputs(tmp_path, split: str):
                      skip_sets=[])
 
 
-def test_to_jsonl_writes_soft_targets_for_every_scored_pair(tmp_path):
-    args = _inputs(tmp_path, "train")
-    _script().to_jsonl(args)
-    samples = {s.idx: s for s in read_samples(args.out)}
-    assert sorted(samples) == ["vivid:m1:q0", "vivid:m2:q0", "vivid:m2:q1"]   # the missing answer is skipped
-    s = samples["vivid:m2:q1"]
-    assert s.meta_value("p_a") == pytest.approx(0.6) and s.preference == "model_a"
-    assert (s.response_a, s.response_b) == ("A ripe mango.", "Apple.")
-    assert list(s.criteria) == ["Vivid words.", "Avoid: Dull lists."] and s.source == "distill/vivid"
-    assert samples["vivid:m2:q0"].preference == "model_b"
-
-
-def test_to_jsonl_leaves_out_skipped_sets_and_refuses_unknown_names(tmp_path):
-    args = _inputs(tmp_path, "train")
-    args.skip_sets = ["vivid"]
-    _script().to_jsonl(args)
-    assert read_samples(args.out) == []
-    args.skip_sets, args.out = ["vivd"], str(tmp_path / "other.jsonl.gz")
-    with pytest.raises(SystemExit, match="vivd: not a criteria set"):
-        _script().to_jsonl(args)
-    assert not Path(args.out).exists()
-
-
-def test_to_jsonl_refuses_scores_of_sets_its_yaml_does_not_define(tmp_path):
-    args = _inputs(tmp_path, "train")
-    Path(args.sets).write_text("sets:\n  - name: plain\n    likes: [\"Plain words.\"]\n")
-    with pytest.raises(SystemExit, match="does not define: vivid"):
-        _script().to_jsonl(args)
-    assert not Path(args.out).exists() and not list(tmp_path.glob("*.tmp"))
-
-
-def test_to_jsonl_refuses_board_answers(tmp_path):
-    args = _inputs(tmp_path, "board")
-    with pytest.raises(SystemExit, match="train split"):
-        _script().to_jsonl(args)
-    assert not Path(args.out).exists()
-
-
 def _score_args(tmp_path, judge="length"):
     args = _inputs(tmp_path, "board")
     sets = tmp_path / "sets2.yaml"
     sets.write_text("sets:\n  - name: short\n    likes: [\"Short.\"]\n  - name: long\n    likes: [\"Long.\"]\n")
     return Namespace(answers=args.answers, sets=str(sets), judge=judge, device=None, batch_size=8, n_queries=None,
-                     seed=0, out=str(tmp_path / "board.npz"), jsonl=None)
+                     seed=0, out=str(tmp_path / "board.npz"))
 
 
 def test_score_saves_every_set_and_resumes_an_interrupted_run(tmp_path):

@@ -3,7 +3,9 @@ shipped default judge (real all-MiniLM-L6-v2 from the installed package, no netw
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ import torch
 from usl.crm.criteria_lexicon import LEXICON_AXES, lexicon_features
 from usl.crm.fast_model import FastCRM, FastCRMConfig, split_sign
 from usl.crm.features import FEATURES, features_one
+from usl.crm.lexicon_probe import lexicon_fingerprint
 from usl.judges.base import JudgeRequest
 from usl.types import Criteria
 
@@ -229,26 +232,26 @@ def test_pair_logits_antisymmetric_and_sum_of_criteria():
     ba = model.pair_logits(C, A, b, a, crit, sign, pair, 3)
     torch.testing.assert_close(ab, -ba)
     S = model.criterion_scores(C, A)
-    by_hand = 0.5 * ((S[0, 0] - S[0, 3]) - (S[1, 0] - S[1, 3])) + model.beta * (A["quality"][0] - A["quality"][3])
+    by_hand = 0.5 * ((S[0, 0] - S[0, 3]) - (S[1, 0] - S[1, 3])) + model.beta * (A.quality[0] - A.quality[3])
     torch.testing.assert_close(ab[0], by_hand)
 
 
 def test_the_length_boost_scales_only_the_length_prior_when_judging_and_training(tmp_path):
     torch.manual_seed(0)
-    model = FastCRM(FastCRMConfig(hidden=16)).eval()
+    model = FastCRM(FastCRMConfig(hidden=16, lexicon_fingerprint=lexicon_fingerprint())).eval()
     n, d, F = 4, 384, len(FEATURES)
     A = model.answer_repr(torch.nn.functional.normalize(torch.randn(n, d), dim=-1), torch.randn(n, F),
                           torch.rand(n))
     lex = torch.zeros(2, len(LEXICON_AXES))
     lex[0, LEXICON_AXES.index("short")] = 1.0  # the first criterion asks for shorter answers, the second not
     C = model.criteria_repr(torch.cat([torch.nn.functional.normalize(torch.randn(2, d), dim=-1), lex], -1))
-    assert C["len"].tolist() == [-1.0, 0.0]
+    assert C.length.tolist() == [-1.0, 0.0]
     a, b = torch.tensor([0, 1]), torch.tensor([2, 3])
     crit, pair, sign = torch.tensor([0, 1]), torch.tensor([0, 1]), torch.ones(2)
     S1, L1 = model.criterion_scores(C, A), model.pair_logits(C, A, a, b, crit, sign, pair, 2)
     model.cfg.length_boost = 3.0
     S3, L3 = model.criterion_scores(C, A), model.pair_logits(C, A, a, b, crit, sign, pair, 2)
-    prior = torch.nn.functional.softplus(model.gamma) * -A["f"][:, FEATURES.index("log_words")]
+    prior = torch.nn.functional.softplus(model.gamma) * -A.f[:, FEATURES.index("log_words")]
     torch.testing.assert_close(S3[0] - S1[0], 2 * prior)  # the length wish's prior, three times over
     torch.testing.assert_close(S3[1], S1[1])  # a criterion that asks nothing of length: unchanged
     torch.testing.assert_close(L3 - L1, torch.stack([2 * (prior[0] - prior[2]), torch.tensor(0.0)]))
@@ -257,13 +260,8 @@ def test_the_length_boost_scales_only_the_length_prior_when_judging_and_training
 
 
 def test_the_length_boost_tuning_keeps_the_smallest_best_factor_that_costs_no_kind_of_guard_pair():
-    import importlib.util
-    from pathlib import Path
+    from usl.crm import fast_tune as mod
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "tune_length_boost.py"
-    spec = importlib.util.spec_from_file_location("tune_length_boost", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     g = lambda human, style: {"all": (human + style) / 2, "human": human, "style": style}  # noqa: E731
     rows = {1.0: (0.90, g(0.60, 0.80)), 2.0: (0.95, g(0.60, 0.80)), 4.0: (0.97, g(0.59, 0.81)),
             8.0: (0.99, g(0.55, 0.85)), 12.0: (0.99, g(0.60, 0.80))}
@@ -307,6 +305,11 @@ def test_train_fast_learns_and_round_trips(tmp_path, home):
     losses = [e["train_loss"] for e in report["curve"]]
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
     assert report["best_dev_accuracy"] >= 0.9
+    extra = json.loads((out / "config.json").read_text())["extra"]   # what made the weights
+    assert extra["recipe"]["epochs"] == 6 and extra["recipe"]["hidden"] == 16
+    assert extra["data_sha256"][str(train)] == hashlib.sha256(train.read_bytes()).hexdigest()
+    assert set(extra["versions"]) >= {"torch", "numpy"} and "git_commit" in extra
+    assert extra["lexicon_fingerprint"] == lexicon_fingerprint()
     judge = FastJudge(out, home=home)  # saved, loaded back, judging through the public protocol
     pairs = _pairs(16)
     reqs = [JudgeRequest(Criteria(tuple(p["criteria"])), p["prompt"], p["model_a"][1]["content"],
@@ -343,7 +346,7 @@ def test_shipped_default_judge_follows_length_criteria_and_is_swap_consistent(ho
 def test_a_model_from_an_older_version_fails_with_a_clear_error(tmp_path):
     from safetensors.torch import load_file, save_file
 
-    model = FastCRM(FastCRMConfig(hidden=8))
+    model = FastCRM(FastCRMConfig(hidden=8, lexicon_fingerprint=lexicon_fingerprint()))
     model.save(tmp_path)
     state = load_file(tmp_path / "model.safetensors")
     del state["gamma"]
@@ -358,7 +361,7 @@ def test_rewording_draws_only_wordings_of_the_same_family_and_keeps_signs():
     # criteria ids 0-2 belong to family "concise" (2 is a dislike), 3-4 to "formal"
     enc = _Encoded(a=np.zeros(4, np.int64), b=np.ones(4, np.int64), y=np.ones(4, np.float32),
                    crit=[[0], [1, 2], [3], [4]], sign=[[1.0], [1.0, -1.0], [1.0], [1.0]],
-                   source=["s"] * 4, family=["concise", "concise", "formal", "formal"], distill=np.zeros(4, bool))
+                   source=["s"] * 4, family=["concise", "concise", "formal", "formal"])
     words = _family_wordings(enc)
     assert words == {"concise": [(0, 1.0), (1, 1.0), (2, -1.0)], "formal": [(3, 1.0), (4, 1.0)]}
     cfg = FastTrainConfig(reword_prob=1.0, drop_prob=0.0, add_prob=0.0)
@@ -376,109 +379,6 @@ def test_rewording_draws_only_wordings_of_the_same_family_and_keeps_signs():
     assert crit == enc.crit
 
 
-def test_distillation_pairs_keep_their_criteria_untouched_by_noise():
-    from usl.crm.fast_train import FastTrainConfig, _Encoded, _family_wordings, _noisy
-
-    enc = _Encoded(a=np.zeros(2, np.int64), b=np.ones(2, np.int64), y=np.array([1.0, 0.3], np.float32),
-                   crit=[[0, 1], [0, 1]], sign=[[1.0, 1.0], [1.0, -1.0]], source=["s", "distill/x"],
-                   family=["f", "f"], distill=np.array([False, True]))
-    words = _family_wordings(enc) | {"f": [(0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0)]}
-    cfg = FastTrainConfig(reword_prob=1.0, drop_prob=1.0, add_prob=1.0)
-    pools = {"s": np.array([5, 6]), "distill/x": np.array([5, 6])}
-    changed = False
-    for seed in range(10):
-        crit, sign = _noisy(enc, np.arange(2), np.random.default_rng(seed), pools, cfg, words)
-        assert crit[1] == [0, 1] and sign[1] == [1.0, -1.0]   # the full CRM scored exactly these criteria
-        changed |= crit[0] != [0, 1]
-    assert changed                                            # while labelled pairs do get noise
-
-
-def test_criteria_only_distillation_uses_are_never_drawn_as_unrelated_noise():
-    from usl.crm.fast_train import _Encoded, _foreign_pools
-
-    # criterion 0: labelled source "s"; 1: labelled source "t"; 2: only a distillation pair; 3: dev only
-    enc = _Encoded(a=np.zeros(3, np.int64), b=np.ones(3, np.int64), y=np.array([1.0, 0.0, 0.7], np.float32),
-                   crit=[[0], [1], [2]], sign=[[1.0], [1.0], [1.0]], source=["s", "t", "distill/x"],
-                   family=["", "", ""], distill=np.array([False, False, True]))
-    pools = _foreign_pools(enc, 4)
-    assert set(pools) == {"s", "t"}
-    assert pools["s"].tolist() == [1, 3] and pools["t"].tolist() == [0, 3]
-
-
-@pytest.mark.parametrize("criteria_only", [False, True])
-def test_distillation_teaches_a_criterion_no_labelled_pair_has(tmp_path, home, criteria_only):
-    from pathlib import Path
-
-    from usl.crm.fast_train import FastTrainConfig, train_fast
-    from usl.judges.fast import FastJudge
-
-    train, dev, distill = tmp_path / "train.jsonl", tmp_path / "dev.jsonl", tmp_path / "distill.jsonl"
-    train.write_text("".join(json.dumps(p) + "\n" for p in _pairs(64)))
-    dev.write_text("".join(json.dumps(p) + "\n" for p in _pairs(16)))
-    soft = []
-    for p in _pairs(64):   # the "full CRM" says: under this criterion the long answer wins, at 0.9
-        a_long = p["model_a"][1]["content"].startswith(LONG)
-        soft.append(p | {"idx": "d" + p["idx"], "criteria": ["Write like a lawyer drafting a contract."],
-                         "p_a": 0.9 if a_long else 0.1, "source": "distill/toy"})
-    distill.write_text("".join(json.dumps(p) + "\n" for p in soft))
-    out = tmp_path / "model"
-    report = train_fast(FastTrainConfig(train=[str(train)], dev=[str(dev)], distill=[str(distill)], out=str(out),
-                                        epochs=6, batch_size=16, lr=5e-3, hidden=16, patience=6,
-                                        distill_per_epoch=32, distill_criteria_only=criteria_only),
-                        Path(home) / "cache")
-    assert report["n_distill"] == 64 and report["best_dev_accuracy"] >= 0.9
-    judge = FastJudge(out, home=home)
-    q = "What is the capital of France? #99"
-    v = judge.judge([JudgeRequest(Criteria(("Write like a lawyer drafting a contract.",)), q, LONG, SHORT)])
-    assert v[0].p_a > 0.6
-
-
-def test_held_pairs_train_only_the_criteria_side():
-    torch.manual_seed(0)
-    cfg = FastCRMConfig(dim=8, hidden=4, features=FEATURES, n_features=len(FEATURES), crit_noise=0.0)
-    model = FastCRM(cfg, vocab_size=10).eval()     # no dropout: the calls below must be comparable
-    r, f, q, x = torch.randn(4, 8), torch.randn(4, len(FEATURES)), torch.rand(4), torch.randn(2, 8 + len(cfg.lexicon))
-    # pair 0 (answers 0 vs 2) under criteria 0 and 1, pair 1 (answers 1 vs 3) under criterion 0
-    pairs = (torch.tensor([0, 1]), torch.tensor([2, 3]), torch.tensor([0, 1, 0]), torch.tensor([1.0, -1.0, 1.0]),
-             torch.tensor([0, 0, 1]), 2)
-    answer_side = [*model.resp_sem.parameters(), *model.quality.parameters(), model.beta]
-    criteria_side = list(model.crit_sem.parameters())
-
-    def grads(held, pick):   # gradients of the chosen pairs' summed logits
-        model.zero_grad(set_to_none=True)
-        logits = model.pair_logits(model.criteria_repr(x), model.answer_repr(r, f, q), *pairs, held=held)
-        logits[pick].sum().backward()
-        return logits.detach(), [p.grad.clone() if p.grad is not None else torch.zeros_like(p)
-                                 for p in answer_side + criteria_side]
-
-    free, g_free = grads(None, [0, 1])
-    mixed, g_mixed = grads(torch.tensor([False, True]), [0, 1])
-    _, g_first = grads(None, [0])
-    torch.testing.assert_close(mixed, free)                   # holding a pair changes no logit
-    n = len(answer_side)
-    for a, b in zip(g_mixed[:n], g_first[:n]):                # the answer side learns from pair 0 alone
-        torch.testing.assert_close(a, b)
-    assert any(not torch.allclose(a, b) for a, b in zip(g_mixed[:n], g_free[:n]))
-    for a, b in zip(g_mixed[n:], g_free[n:]):                 # the criteria side from both pairs
-        torch.testing.assert_close(a, b)
-    assert any(not torch.allclose(a, b) for a, b in zip(g_mixed[n:], g_first[n:]))
-    _, g_held = grads(torch.tensor([True, True]), [0, 1])
-    assert all(not g.any() for g in g_held[:n]) and any(g.any() for g in g_held[n:])
-
-
-def test_a_distillation_pair_without_a_probability_is_refused(tmp_path, home):
-    from pathlib import Path
-
-    from usl.crm.fast_train import FastTrainConfig, train_fast
-
-    train, distill = tmp_path / "train.jsonl", tmp_path / "distill.jsonl"
-    train.write_text("".join(json.dumps(p) + "\n" for p in _pairs(8)))
-    distill.write_text("".join(json.dumps(p | {"p_a": 1.5 if p["idx"] == "3" else 0.8}) + "\n" for p in _pairs(8)))
-    with pytest.raises(ValueError, match="distill.jsonl: field 'p_a': sample '3'"):
-        train_fast(FastTrainConfig(train=[str(train)], distill=[str(distill)], out=str(tmp_path / "m"), epochs=1,
-                                   hidden=8), Path(home) / "cache")
-
-
 @pytest.mark.parametrize("field", ["reword_prob", "add_prob", "drop_prob"])
 def test_train_fast_rejects_a_probability_outside_0_1(field):
     from usl.crm.fast_train import FastTrainConfig
@@ -487,9 +387,76 @@ def test_train_fast_rejects_a_probability_outside_0_1(field):
         FastTrainConfig(**{field: 1.5})
 
 
-@pytest.mark.parametrize("field", ["distill_per_epoch", "distill_weight"])
-def test_train_fast_rejects_a_negative_distillation_setting(field):
+def test_weights_read_with_another_criteria_lexicon_are_refused(tmp_path, monkeypatch):
+    from usl.crm import criteria_lexicon, lexicon_probe
+
+    model = FastCRM(FastCRMConfig(hidden=8, lexicon_fingerprint=lexicon_fingerprint()))
+    model.save(tmp_path)
+    assert FastCRM.load(tmp_path).cfg.lexicon_fingerprint == lexicon_fingerprint()
+    # one pattern read differently: "brief" no longer counts for the short axis
+    real = criteria_lexicon.lexicon_matrix
+
+    def edited(texts):
+        m = real(texts)
+        m[[i for i, t in enumerate(texts) if "brief" in t.lower()], LEXICON_AXES.index("short")] = 0.0
+        return m
+    with monkeypatch.context() as m:
+        m.setattr(criteria_lexicon, "lexicon_matrix", edited)
+        lexicon_probe.lexicon_fingerprint.cache_clear()
+        try:
+            with pytest.raises(ValueError, match=r"criteria lexicon whose reading differs.*make judge"):
+                FastCRM.load(tmp_path)
+        finally:
+            lexicon_probe.lexicon_fingerprint.cache_clear()
+    FastCRM.load(tmp_path)   # the code's own reading again
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    del cfg["lexicon_fingerprint"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=r"no criteria-lexicon fingerprint.*make judge"):
+        FastCRM.load(tmp_path)
+
+
+def test_the_shipped_weights_match_this_codes_lexicon_and_record_their_recipe():
+    from usl.crm import shipped_weights
     from usl.crm.fast_train import FastTrainConfig
 
-    with pytest.raises(ValueError, match=f"{field}=-1"):
-        FastTrainConfig(**{field: -1})
+    cfg = json.loads((shipped_weights("fast-crm") / "config.json").read_text())
+    assert cfg["lexicon_fingerprint"] == lexicon_fingerprint()
+    recipe = FastTrainConfig.from_yaml(Path(__file__).resolve().parents[1] / "configs" / "fast_crm.yaml")
+    assert cfg["extra"]["recipe"] == recipe.to_dict()
+    assert cfg["length_boost"] == 4.0 and cfg["score_boost"] == 8.0
+
+
+def test_the_recipe_file_sets_every_key_and_refuses_unknown_ones(tmp_path):
+    import yaml
+
+    from usl.crm.fast_train import FastTrainConfig
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "fast_crm.yaml"
+    assert set(yaml.safe_load(path.read_text())) == set(FastTrainConfig.help())   # nothing left to a default
+    assert all(FastTrainConfig.help().values())
+    cfg = FastTrainConfig.from_yaml(path, ["seed=0", "length_boosts=[1, 2]"])
+    assert cfg.seed == 0 and cfg.length_boosts == [1.0, 2.0] and cfg.epochs == 16
+    with pytest.raises(ValueError, match=r"fast_crm.yaml: unknown config key\(s\) \['other_reader'\]"):
+        FastTrainConfig.from_yaml(path, ["other_reader=x"])
+    with pytest.raises(ValueError, match="length_boosts"):
+        FastTrainConfig.from_yaml(path, ["length_boosts=[0]"])
+
+
+def test_usl_train_fast_builds_from_a_recipe_file_and_its_overrides(tmp_path, home):
+    import yaml
+    from typer.testing import CliRunner
+
+    from usl.cli import app
+
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(p) + "\n" for p in _pairs(32)))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"train": [str(train)], "dev": [str(train)], "out": str(tmp_path / "m"),
+                                      "epochs": 1, "batch_size": 16, "hidden": 8}))
+    r = CliRunner().invoke(app, ["--home", home, "train-fast", "--config", str(recipe), "--set", "seed=3"])
+    assert r.exit_code == 0, r.output
+    got = json.loads((tmp_path / "m" / "config.json").read_text())["extra"]["recipe"]
+    assert got["seed"] == 3 and got["hidden"] == 8 and got["train"] == [str(train)]
+    r = CliRunner().invoke(app, ["--home", home, "train-fast", "--config", str(recipe), "--set", "patience=x"])
+    assert r.exit_code == 2 and "patience='x': expected an integer" in r.output

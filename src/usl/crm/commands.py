@@ -187,7 +187,7 @@ def train_style_command(
                                           "--seed); OUT gets one scorer whose scores are their mean.")) -> None:
     """Fine-tune the style scorer (MiniLM + LoRA) whose scores the fast CRM reads; a GPU makes it minutes.
 
-    Writes OUT/style_scorer/ (what `usl train-fast --style-scorer OUT` ships with the CRM),
+    Writes OUT/style_scorer/ (what the fast CRM's recipe key style_scorer: OUT ships with it),
     OUT/heldout.npz (cross-fitted scores of the styled training answers) and OUT/scores.npz.
     With --combine, joins scorers already fitted (an ensemble over seeds) and trains nothing."""
     import time
@@ -273,9 +273,8 @@ def train_style_command(
 
 def train_reader_command(
         out: str = typer.Option("artifacts/length-reader", "--out", help="Output directory."),
-        kind: str = typer.Option("length", help="What the reader reads: length (shorter, longer or neither), "
-                                 "domain (academy, business, literature, plain or none) or other (a register "
-                                 "none of the domain styles is, or none)."),
+        kind: str = typer.Option("length", help="What the reader reads: length (shorter, longer or neither) "
+                                 "or domain (academy, business, literature, plain or none)."),
         wordings: List[str] = typer.Option([], "--wordings", help="A wordings file written for the reader: a JSON "
                                            "object of side (concise, detailed, domain_academy, ..., domain_plain, "
                                            "other or neutral) -> list of criteria; repeatable."),
@@ -294,8 +293,8 @@ def train_reader_command(
     """Train a criterion reader: which way a criterion points on length (shorter, longer, neither), or
     which domain style it asks for (--kind domain).
 
-    Writes OUT/length_reader/ or OUT/domain_reader/ (what `usl train-fast --length-reader OUT` or
-    `--domain-reader OUT` ships with the CRM) and OUT/heldout.json (cross-fitted readings of every
+    Writes OUT/length_reader/ or OUT/domain_reader/ (what the fast CRM's recipe keys length_reader: OUT
+    or domain_reader: OUT ship with it) and OUT/heldout.json (cross-fitted readings of every
     training wording). CPU, a few minutes."""
     import time
 

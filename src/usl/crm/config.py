@@ -33,8 +33,53 @@ def _f(default: Any, help: str, **kw) -> Any:
     return field(default=default, metadata={"help": help}, **kw)
 
 
+class YamlConfig:
+    """What every recipe dataclass shares: ``from_yaml(path, ["key=value", ...])``, ``from_dict``, ``to_dict``,
+    ``help``, and fields coerced to their annotated types (a closed ``Literal`` set, lists, numbers) in
+    ``__post_init__``, so a typo or a value outside a field's set raises instead of training the wrong model."""
+
+    def _coerce_fields(self) -> None:
+        hints = _hints(type(self))
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, _coerce(f.name, getattr(self, f.name), hints[f.name]))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown config key(s) {unknown}; known: {', '.join(sorted(known))}")
+        return cls(**d)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()):
+        d: dict[str, Any] = {}
+        if path:
+            p = Path(path)
+            if not p.is_file():
+                raise FileNotFoundError(f"config file not found: {p}")
+            d = yaml.safe_load(p.read_text()) or {}
+            if not isinstance(d, dict):
+                raise ValueError(f"{p}: expected a mapping of config keys")
+        d.update(parse_overrides(overrides))
+        try:
+            return cls.from_dict(d)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}" if path else str(e)) from e
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        return {f.name: f.metadata["help"] for f in dataclasses.fields(cls)}
+
+
 @dataclass
-class TrainConfig:
+class TrainConfig(YamlConfig):
     # --- model -------------------------------------------------------------------------
     backbone: str = _f("smollm2-135m", "Hugging Face model directory, a directory holding one .gguf file, "
                        "or an alias (smollm2-135m, gemma3-270m) resolved from the installed GGUF packages.")
@@ -138,45 +183,13 @@ class TrainConfig:
 
     # ------------------------------------------------------------------------------------
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            setattr(self, f.name, _coerce(f.name, getattr(self, f.name), _hints()[f.name]))
+        self._coerce_fields()
         if self.max_length < 64:
             raise ValueError(f"max_length={self.max_length} is too small (need >= 64)")
         if self.effective_batch_size < 1 or self.per_device_train_batch_size < 1:
             raise ValueError("batch sizes must be >= 1")
         if self.head_lr < 0:
             raise ValueError(f"head_lr={self.head_lr}: must be >= 0 (0 = learning_rate)")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown config key(s) {unknown}; known: {', '.join(sorted(known))}")
-        return cls(**d)
-
-    @classmethod
-    def from_yaml(cls, path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> "TrainConfig":
-        d: dict[str, Any] = {}
-        if path:
-            p = Path(path)
-            if not p.is_file():
-                raise FileNotFoundError(f"config file not found: {p}")
-            d = yaml.safe_load(p.read_text()) or {}
-            if not isinstance(d, dict):
-                raise ValueError(f"{p}: expected a mapping of config keys")
-        d.update(parse_overrides(overrides))
-        return cls.from_dict(d)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
-
-    @classmethod
-    def help(cls) -> dict[str, str]:
-        return {f.name: f.metadata["help"] for f in dataclasses.fields(cls)}
 
 
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -190,13 +203,13 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-_HINTS: dict[str, Any] = {}
+_HINTS: dict[type, dict[str, Any]] = {}
 
 
-def _hints() -> dict[str, Any]:
-    if not _HINTS:
-        _HINTS.update(typing.get_type_hints(TrainConfig))
-    return _HINTS
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
 
 
 def _coerce(name: str, value: Any, hint: Any) -> Any:
@@ -210,7 +223,12 @@ def _coerce(name: str, value: Any, hint: Any) -> Any:
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)):
             raise ValueError(f"config {name}={value!r}: expected a list")
-        return [str(v) for v in value]
+        item = (get_args(hint) or (str,))[0]
+        return [_coerce(name, v, item) if item is not str else str(v) for v in value]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"config {name}={value!r}: expected a mapping")
+        return dict(value)
     if hint is bool:
         if isinstance(value, bool):
             return value

@@ -1,5 +1,5 @@
 """What a criterion asks for, read by small learned readers of criteria text: one for length, one for
-domain style, one for registers no answer scorer knows.
+domain style.
 
 **Length.** The length flip is the easiest contrast to score (one answer is longer) and the easiest to
 misread: "Penalize responses that include unnecessary elaboration", "If I wanted a long read I'd open a
@@ -12,13 +12,7 @@ says whether a criterion asks for neither, for shorter, or for longer answers.
 **Domain style.** "I'll be citing this in my dissertation" or "We pitch to investors on Monday" ask
 for an academic or a business register without naming it. The domain reader says which of the four
 domain styles a criterion asks for (academy, business, literature, plain), or none. The fast CRM
-weighs each style's answer scores by these probabilities (``FastCRM``'s style prior).
-
-**Other registers.** "Write like a sports commentator", "Tone: legal" or "Sound like a celebrity news
-site" ask for a register that none of the four styles is and that no answer scorer was trained on.
-The domain reader reads them as none; the other-register reader says that they ask for some register
-all the same, and the fast CRM then leans on the one signal that reads any register, how close the
-criterion's sentence embedding is to each answer's (``FastCRMConfig.other_boost``).
+weighs each style's answer scores by these probabilities (``FastCRM``'s style-score prior).
 
 Each reads what ``split_sign`` leaves of a criterion ("Avoid: long answers" -> "long answers").
 Frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go through a trained
@@ -30,11 +24,9 @@ MiniLM pass (``share_encoder``), so reading a criterion costs only the heads.
 Training texts: the criteria library's training wordings (the reader's families labelled, the others
 as "none"), plus wordings files written for it (``configs/length_wordings``,
 ``configs/domain_wordings``). The fast CRM is trained on cross-fitted readings of the wordings
-(``fit_reader`` returns them), so it learns how far to trust a reader on wordings it has not seen
-(the other-register reader's P(other) is read by no trained layer: no training pair asks for such a
-register).
+(``fit_reader`` returns them), so it learns how far to trust a reader on wordings it has not seen.
 
-Files in a model directory (``length_reader/``, ``domain_reader/``, ``other_reader/``): ``config.json``
+Files in a model directory (``length_reader/``, ``domain_reader/``): ``config.json``
 and ``heads.safetensors``.
 """
 
@@ -70,17 +62,15 @@ class Kind:
 _LENGTH_SIDES = {"concise": 1, "length_concise": 1, "short": 1, "detailed": 2, "length_detailed": 2, "long": 2}
 _DOMAIN_SIDES = {f"{p}{s}": i + 1 for i, s in enumerate(("academy", "business", "literature", "plain"))
                  for p in ("", "domain_")}
-_OTHER_SIDES = {"other": 1, "domain_other": 1}  # a register none of the domain styles is
+_OTHER_SIDES = {"other": 0, "domain_other": 0}  # a register none of the domain styles is: "none" to both
 _NONE = {"neutral": 0, "neither": 0, "none": 0}
 KINDS = {
     "length": Kind("length", ("neither", "short", "long"),
                    _NONE | _LENGTH_SIDES | dict.fromkeys(_DOMAIN_SIDES | _OTHER_SIDES, 0)),
     "domain": Kind("domain", ("none", "academy", "business", "literature", "plain"),
                    _NONE | _DOMAIN_SIDES | dict.fromkeys(_LENGTH_SIDES | _OTHER_SIDES, 0)),
-    "other": Kind("other", ("none", "other"),
-                  _NONE | _OTHER_SIDES | dict.fromkeys(_LENGTH_SIDES | _DOMAIN_SIDES, 0)),
 }
-LENGTH, DOMAIN, OTHER = KINDS["length"], KINDS["domain"], KINDS["other"]
+LENGTH, DOMAIN = KINDS["length"], KINDS["domain"]
 
 
 @dataclass(frozen=True)
@@ -132,14 +122,6 @@ class CriterionReader:
         self.heads = heads
         self._encoder = None
         self._memo: dict[str, np.ndarray] = {}
-
-    def unsmoothed(self, prob):
-        """A probability of one of its classes (an array or a tensor) with its label smoothing undone: the
-        floor it trained the other classes towards (smoothing / K) read as 0, the top it trained the true
-        class towards (1 - (K - 1) floors) as 1."""
-        k = len(self.kind.labels)
-        f = self.cfg.label_smoothing / k
-        return ((prob - f) / (1 - k * f)).clip(0, 1)
 
     def share_encoder(self, encoder) -> None:
         """Read through the criteria tower's all-MiniLM-L6-v2 (a ``CriteriaEncoder`` without an adapter)
@@ -449,8 +431,7 @@ def read_readings(path: str | Path, kind: str = "length") -> dict[str, np.ndarra
 def direction_accuracy(reader: CriterionReader, examples: Sequence[tuple[str, int]]) -> dict[str, float]:
     """How often the reader reads a criterion of one of its classes right, per class (criteria in their
     own frame, as users write them). Length: the sign of P(longer) - P(shorter), turned by a dislike's
-    sign. Domain style: the most likely style, over likes only (a dislike names no one style). A reader of
-    one class (other registers): P(class) > 0.5, over likes only."""
+    sign. Domain style: the most likely style, over likes only (a dislike names no one style)."""
     from usl.crm.fast_model import split_sign
 
     out = {}
@@ -466,8 +447,6 @@ def direction_accuracy(reader: CriterionReader, examples: Sequence[tuple[str, in
         return out
     for side, name in enumerate(reader.kind.labels[1:], start=1):
         items = [r for r, s in (split_sign(t) for t, label in examples if label == side) if s > 0]
-        if items and len(reader.kind.labels) == 2:
-            out[name] = float(np.mean(reader.read(items)[:, 0] > 0.5))
-        elif items:
+        if items:
             out[name] = float(np.mean(reader.read(items).argmax(-1) + 1 == side))
     return out

@@ -4,9 +4,10 @@ Shape of the computation (k criteria, N answers, d = 384, F style features, H hi
 
     answer i   -> r_i (d, static MiniLM), f_i (F, standardised style features), q_i (cos with query)
     criterion c -> e_c (d, contextual MiniLM); sign s_c = +1 for a like, -1 for "Avoid: ..."
-    s(c, i) = <U e_c, V [r_i; f_i]> + <G(e_c), f_i> + alpha * <e_c, r_i>          (k x N)
+    s(c, i) = <U e_c, V [r_i; f_i]> + <G(e_c), f_i>                                (k x N)
               + gamma+ * boost * len_c * log_words_i     (length prior: len_c = P(longer) - P(shorter))
-              + <P_style(c) W, f_i>                      (style prior: the domain reader's P(style))
+              + softplus(delta) * score_boost * <P_style(c), style_i>   (style-score prior: the domain
+                                                          reader's P(style) on each style's own score)
     quality(i) = MLP([r_i; f_i; q_i])                                           (N,)
     logit(A over B) = mean_c s_c * (s(c, A) - s(c, B)) + beta * (quality(A) - quality(B))
 
@@ -19,7 +20,7 @@ criterion's share of the decision is a term of the sum (the per-criterion breakd
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,8 @@ from usl.crm.criteria_lexicon import (
     strip_intensifiers,
 )
 from usl.crm.features import FEATURES
-from usl.crm.criterion_reader import DOMAIN, LENGTH, OTHER, CriterionReader
+from usl.crm.criterion_reader import DOMAIN, LENGTH, CriterionReader
+from usl.crm.lexicon_probe import check_fingerprint
 from usl.crm.register import RegisterScorer, RegisterStack, load_registers
 
 AVOID_PREFIX = "avoid:"
@@ -76,62 +78,53 @@ class FastCRMConfig:
     # a factor on the length prior, chosen after training on pairs of a bare answer against one that gives
     # it at length (which no training pair holds: the learned terms never meet a one-word answer)
     length_boost: float = 1.0
-    # the other-register reader's feature (after the domain reader's; read by no trained layer) and how a
-    # criterion it reads as "a register no scorer knows" leans on the one signal that reads any register:
-    # its cosine term times 1 + other_boost * P(other), its learned terms times 1 - other_damp * P(other)
-    other: tuple[str, ...] = ()
-    other_boost: float = 0.0
-    other_damp: float = 0.0
-    # a criterion the domain reader takes for a style it knows, or the length reader for a length wish, asks
-    # for that, not for a register none of the styles is: P(other) times the domain reader's P(none) and
-    # times twice the length reader's P(none), capped at 1 (each floor removed; each where the model has it)
-    other_gate: bool = False
-    # the register basis's scores (the last answer columns, read by no trained layer) and how much a criterion
-    # read as "a register no scorer knows" favours the answer written more strongly in some register: the
-    # mean of its standardised basis scores, times basis_boost * P(other)
-    basis: tuple[str, ...] = ()
-    basis_boost: float = 0.0
     crit_noise: float = 0.02  # per-dimension Gaussian noise on criterion embeddings while training
+    # what the criteria lexicon made of a fixed set of wordings when these weights were trained
+    # (lexicon_probe.py); loading refuses weights whose reading differs from the code's
+    lexicon_fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class AnswerRepr:
+    """The criteria-independent part of N answers, computed once per benchmark."""
+    f: torch.Tensor        # (N, F) standardised style features (clamped to +-6)
+    z: torch.Tensor        # (N, H) the answer side of the bilinear term
+    quality: torch.Tensor  # (N,) criterion-independent quality
+
+
+@dataclass(frozen=True)
+class CriteriaRepr:
+    """k criteria read once, ready to score any answers."""
+    u: torch.Tensor        # (k, H) the criteria side of the bilinear term
+    g: torch.Tensor        # (k, F) weights on the style features, priors included
+    length: torch.Tensor   # (k,) direction of the length prior: > 0 favours longer answers
 
 
 class FastCRM(nn.Module):
     def __init__(self, cfg: FastCRMConfig, vocab_size: int = 30522,
                  register: RegisterScorer | RegisterStack | None = None, reader: CriterionReader | None = None,
-                 domain_reader: CriterionReader | None = None, other_reader: CriterionReader | None = None):
+                 domain_reader: CriterionReader | None = None):
         super().__init__()
         if bool(cfg.reader) != (reader is not None):
             raise ValueError("FastCRMConfig.reader names the length reader's features: give both or neither")
         if bool(cfg.domain) != (domain_reader is not None):
             raise ValueError("FastCRMConfig.domain names the domain reader's features: give both or neither")
-        if bool(cfg.other) != (other_reader is not None):
-            raise ValueError("FastCRMConfig.other names the other-register reader's feature: give both or neither")
-        if (cfg.features + cfg.basis != FEATURES + (register.names if register else ())
-                or cfg.n_features != len(cfg.features)):
-            raise ValueError("FastCRMConfig.features must be the style features, then the register scorer's "
-                             "(and FastCRMConfig.basis the register basis's, last)")
-        if cfg.basis and not cfg.other:
-            raise ValueError("FastCRMConfig.basis needs an other-register reader: P(other) weighs it")
-        if cfg.other_gate and not (cfg.other and (cfg.domain or cfg.reader)):
-            raise ValueError("FastCRMConfig.other_gate weighs the other-register reader's P(other) by the domain "
-                             "and length readers' P(none): it needs that reader and one of those")
+        if cfg.features != FEATURES + (register.names if register else ()) or cfg.n_features != len(cfg.features):
+            raise ValueError("FastCRMConfig.features must be the style features, then the register scorer's")
         self.cfg = cfg
         self.register = register  # register and style scores: the last features (register.py); None = none
         self.reader = reader  # reads which way a criterion points on length (criterion_reader.py); None = none
         self.domain_reader = domain_reader  # reads which domain style a criterion asks for; None = none
-        self.other_reader = other_reader  # reads whether it asks for a register no scorer knows; None = none
         d, F, H = cfg.dim, cfg.n_features, cfg.hidden
         # a criterion: sentence embedding + keyword (+ readers') features
-        dc = self._crit_in = d + len(cfg.lexicon) + len(cfg.reader) + len(cfg.domain)  # P(other) comes after
+        dc = d + len(cfg.lexicon) + len(cfg.reader) + len(cfg.domain)
         self.register_buffer("feat_mean", torch.zeros(F))
         self.register_buffer("feat_std", torch.ones(F))
-        if cfg.basis:  # standardises the register basis's scores (over the answers of its known table)
-            self.register_buffer("basis_mean", torch.zeros(len(cfg.basis)))
-            self.register_buffer("basis_std", torch.ones(len(cfg.basis)))
         self.register_buffer("idf", torch.ones(vocab_size))
         self.crit_sem = nn.Sequential(nn.Linear(dc, H), nn.GELU(), nn.Linear(H, H))
         self.resp_sem = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F, H), nn.GELU(), nn.Linear(H, H))
         self.crit_feat = nn.Sequential(nn.Linear(dc, H), nn.GELU(), nn.Linear(H, F))
-        self.alpha = nn.Parameter(torch.tensor(2.0))
+        # (a cosine term alpha <e_c, r_i> was dropped: switched off, it moved no eval file by a point)
         self.quality = nn.Sequential(nn.Dropout(cfg.dropout), nn.Linear(d + F + 1, H), nn.GELU(), nn.Linear(H, 1))
         self.beta = nn.Parameter(torch.tensor(1.0))
         # a monotone length prior: a criterion whose keywords say "long" (minus "short", both signed
@@ -141,14 +134,11 @@ class FastCRM(nn.Module):
         self._lex_long = cfg.lexicon.index("long") if "long" in cfg.lexicon else -1
         self._lex_short = cfg.lexicon.index("short") if "short" in cfg.lexicon else -1
         self._f_len = cfg.features.index("log_words")
-        # a style prior: the domain reader's P(style) weighs a learned direction in the answer features
-        # for each style (the style scorer's own score, mostly), so a criterion read as "academic" looks
-        # at the academic score whatever its embedding is near
-        if cfg.domain:
-            self.style_prior = nn.Parameter(torch.zeros(len(cfg.domain), F))
-        # and a fixed one, monotone like the length prior: P(style) weighs that style's own score with a
-        # learned weight softplus(delta) >= 0, so a criterion read as "academic" favours the answer the
-        # style scorer finds more academic, whatever else the training pairs taught the other terms
+        # a style-score prior, monotone like the length prior: the domain reader's P(style) weighs that
+        # style's own score with a learned weight softplus(delta) >= 0, so a criterion read as "academic"
+        # favours the answer the style scorer finds more academic, whatever else the training pairs taught
+        # the other terms. (A learned direction per style in all the answer features, P(style) @ W, was
+        # dropped: switched off, it moved no eval file by a point.)
         named = [f for f in cfg.score_prior if f]  # "" for a style no scorer knows: no prior for it
         if cfg.score_prior and (len(cfg.score_prior) != len(cfg.domain) or len(set(named)) != len(named)
                                 or not set(named) <= set(cfg.features)):
@@ -163,30 +153,21 @@ class FastCRM(nn.Module):
 
     @property
     def readers(self) -> tuple[CriterionReader, ...]:
-        """The criterion readers the model has (length, domain style, other registers)."""
-        return tuple(r for r in (self.reader, self.domain_reader, self.other_reader) if r is not None)
+        """The criterion readers the model has (length, domain style)."""
+        return tuple(r for r in (self.reader, self.domain_reader) if r is not None)
 
     # -- answers -----------------------------------------------------------------------------------
-    def answer_repr(self, r: torch.Tensor, feats: torch.Tensor, cos_q: torch.Tensor) -> dict[str, torch.Tensor]:
-        """r (N, d), feats (N, F [+ basis]) raw, cos_q (N,) -> the criteria-independent part, cacheable."""
-        F = self.cfg.n_features
-        f = (feats[:, :F] - self.feat_mean) / self.feat_std
-        f = f.clamp(-6, 6)
+    def answer_repr(self, r: torch.Tensor, feats: torch.Tensor, cos_q: torch.Tensor) -> AnswerRepr:
+        """r (N, d), feats (N, F) raw, cos_q (N,) -> the criteria-independent part, cacheable."""
+        f = ((feats - self.feat_mean) / self.feat_std).clamp(-6, 6)
         rf = torch.cat([r, f], -1)
-        if self.cfg.basis:  # how strongly the answer is written in some register: its mean standardised score
-            v = ((feats[:, F:] - self.basis_mean) / self.basis_std).clamp(-6, 6).mean(-1)
-        else:
-            v = torch.zeros(feats.shape[0], dtype=feats.dtype)
-        return {"r": r, "f": f, "z": self.resp_sem(rf), "v": v,
-                "quality": self.quality(torch.cat([rf, cos_q[:, None]], -1)).squeeze(-1)}
+        return AnswerRepr(f=f, z=self.resp_sem(rf),
+                          quality=self.quality(torch.cat([rf, cos_q[:, None]], -1)).squeeze(-1))
 
     # -- criteria ----------------------------------------------------------------------------------
-    def criteria_repr(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """x (k, d + n_lexicon [+ 2] [+ 4] [+ 1]): sentence embedding, keyword features, then the length
-        reader's P(shorter), P(longer), the domain reader's P(style) and the other-register reader's P(other)
-        if the model has them -> per-criterion projections."""
-        # P(other) is read by no trained layer: it only weighs the terms
-        x, other = x[:, :self._crit_in], x[:, self._crit_in:]
+    def criteria_repr(self, x: torch.Tensor) -> CriteriaRepr:
+        """x (k, d + n_lexicon [+ 2] [+ 4]): sentence embedding, keyword features, then the length reader's
+        P(shorter), P(longer) and the domain reader's P(style) if the model has them."""
         e = x[:, :self.cfg.dim]
         if self.training and self.cfg.crit_noise > 0:
             e = nn.functional.normalize(e + self.cfg.crit_noise * torch.randn_like(e), dim=-1)
@@ -195,86 +176,42 @@ class FastCRM(nn.Module):
         lex = x[:, self.cfg.dim:at]
         rd, style = x[:, at:at + len(self.cfg.reader)], x[:, at + len(self.cfg.reader):]  # the readers' columns
         g = self.crit_feat(x)
-        if self.cfg.domain:  # the style prior: P(style) @ W weighs the answer features like G(c) does
-            g = g + style @ self.style_prior
-            if self.cfg.score_prior:  # and the style-score prior: softplus(delta) on each style's own score
-                g = g + nn.functional.softplus(self.delta) * self.cfg.score_boost * (style @ self.score_select)
+        if self.cfg.score_prior:  # the style-score prior: softplus(delta) on each style's own score
+            g = g + nn.functional.softplus(self.delta) * self.cfg.score_boost * (style @ self.score_select)
         if self.cfg.reader:
             length = rd[:, 1] - rd[:, 0]
         elif self._lex_long >= 0:
             length = lex[:, self._lex_long] - lex[:, self._lex_short]
         else:
             length = torch.zeros(x.shape[0], dtype=x.dtype)
-        u = self.crit_sem(x)
-        b = torch.zeros(x.shape[0], dtype=x.dtype)
-        if self.cfg.other and (self.cfg.other_boost or self.cfg.other_damp or self.cfg.basis_boost):
-            p = self.other_reader.unsmoothed(other[:, :1])
-            if self.cfg.other_gate and self.cfg.domain:  # times P(none) of the domain reader ...
-                p = p * self.domain_reader.unsmoothed(1 - style.sum(-1, keepdim=True))
-            if self.cfg.other_gate and self.cfg.reader:  # ... and twice the length reader's, capped at 1
-                p = p * (2 * self.reader.unsmoothed(1 - rd.sum(-1, keepdim=True))).clamp(max=1)
-            e = e * (1 + self.cfg.other_boost * p)
-            u, g = u * (1 - self.cfg.other_damp * p), g * (1 - self.cfg.other_damp * p)
-            if self.cfg.basis:
-                b = self.cfg.basis_boost * p[:, 0]
-        return {"e": e, "u": u, "g": g, "len": length, "b": b}
+        return CriteriaRepr(u=self.crit_sem(x), g=g, length=length)
 
     def _length_weight(self) -> torch.Tensor:
         """The length prior's weight: softplus(gamma), times the factor chosen after training."""
         return nn.functional.softplus(self.gamma) * self.cfg.length_boost
 
-    def criterion_scores(self, C: dict, A: dict) -> torch.Tensor:
+    def criterion_scores(self, C: CriteriaRepr, A: AnswerRepr) -> torch.Tensor:
         """(k, N): how well each answer satisfies each criterion, before signs."""
-        prior = self._length_weight() * C["len"][:, None] * A["f"][None, :, self._f_len]
-        S = C["u"] @ A["z"].T + C["g"] @ A["f"].T + self.alpha * (C["e"] @ A["r"].T) + prior
-        return S + C["b"][:, None] * A["v"][None, :] if self.cfg.basis else S
+        prior = self._length_weight() * C.length[:, None] * A.f[None, :, self._f_len]
+        return C.u @ A.z.T + C.g @ A.f.T + prior
 
     # -- pairs (training and judging) --------------------------------------------------------------
-    def pair_logits(self, C: dict, A: dict, a_idx: torch.Tensor, b_idx: torch.Tensor,
+    def pair_logits(self, C: CriteriaRepr, A: AnswerRepr, a_idx: torch.Tensor, b_idx: torch.Tensor,
                     crit_idx: torch.Tensor, crit_sign: torch.Tensor, crit_pair: torch.Tensor,
-                    n_pairs: int, held: torch.Tensor | None = None) -> torch.Tensor:
+                    n_pairs: int) -> torch.Tensor:
         """Logit that answer a beats answer b, for n_pairs pairs.
 
         crit_idx/crit_sign/crit_pair (M,) list each (criterion, pair) membership: pair p is judged
-        under criteria {crit_idx[m] : crit_pair[m] == p} with signs crit_sign[m]. ``held`` (n_pairs,)
-        bool marks pairs whose gradient must not reach the answer side (the answer vectors, the
-        quality head and its weight): they train only how criteria read the answers. The logits
-        themselves do not depend on it.
+        under criteria {crit_idx[m] : crit_pair[m] == p} with signs crit_sign[m].
         """
-        u, g, e = C["u"][crit_idx], C["g"][crit_idx], C["e"][crit_idx]
         pa, pb = a_idx[crit_pair], b_idx[crit_pair]
-        dz = A["z"][pa] - A["z"][pb]
-        if held is not None:
-            dz = torch.where(held[crit_pair, None], dz.detach(), dz)
-        df = A["f"][pa] - A["f"][pb]
-        dr = A["r"][pa] - A["r"][pb]
-        prior = self._length_weight() * C["len"][crit_idx] * df[:, self._f_len]
-        if self.cfg.basis:
-            prior = prior + C["b"][crit_idx] * (A["v"][pa] - A["v"][pb])
-        per = crit_sign * ((u * dz).sum(-1) + (g * df).sum(-1) + self.alpha * (e * dr).sum(-1) + prior)
+        df = A.f[pa] - A.f[pb]
+        prior = self._length_weight() * C.length[crit_idx] * df[:, self._f_len]
+        per = crit_sign * ((C.u[crit_idx] * (A.z[pa] - A.z[pb])).sum(-1) + (C.g[crit_idx] * df).sum(-1)
+                           + prior)
         total = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, per)
         count = torch.zeros(n_pairs, dtype=per.dtype).index_add_(0, crit_pair, torch.ones_like(per))
-        quality = self.beta * (A["quality"][a_idx] - A["quality"][b_idx])
-        if held is not None:
-            quality = torch.where(held, quality.detach(), quality)
-        return total / count.clamp(min=1) + quality
-
-    def attach_basis(self, basis, boost: float) -> None:
-        """Read a register basis (``style_scorer.RegisterBasis``) for criteria the other-register reader
-        reads as other: after training, since no training pair asks for such a register. Its scores are
-        standardised over the answers of its known table (a board's)."""
-        if not self.cfg.other:
-            raise ValueError("a register basis needs an other-register reader (`usl train-fast --other-reader`)")
-        if self.cfg.basis:
-            raise ValueError("this model reads a register basis already")
-        if boost < 0:
-            raise ValueError(f"basis_boost={boost}: must be >= 0")
-        table = torch.from_numpy(np.stack(list(basis.known.values())).astype(np.float32))
-        parts = list(self.register.parts) if isinstance(self.register, RegisterStack) else [self.register]
-        self.register = RegisterStack([p for p in parts if p is not None] + [basis])
-        self.cfg.basis, self.cfg.basis_boost = basis.names, float(boost)
-        self.register_buffer("basis_mean", table.mean(0))
-        self.register_buffer("basis_std", table.std(0) + 1e-4)
+        return total / count.clamp(min=1) + self.beta * (A.quality[a_idx] - A.quality[b_idx])
 
     # -- persistence -------------------------------------------------------------------------------
     def save(self, out_dir: str | Path, extra: dict | None = None) -> None:
@@ -298,30 +235,30 @@ class FastCRM(nn.Module):
         raw = json.loads((p / "config.json").read_text())
         raw.pop("extra", None)
         vocab = raw.pop("vocab_size", 30522)
-        raw["features"] = tuple(raw["features"])
-        raw["lexicon"] = tuple(raw.get("lexicon", ()))
-        raw["reader"] = tuple(raw.get("reader", ()))
-        raw["domain"] = tuple(raw.get("domain", ()))
-        raw["score_prior"] = tuple(raw.get("score_prior", ()))
-        raw["other"] = tuple(raw.get("other", ()))
-        raw["basis"] = tuple(raw.get("basis", ()))
+        known = {f.name for f in fields(FastCRMConfig)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"{p / 'config.json'}: unknown field(s) {unknown} (weights of another version of the "
+                             "fast CRM); rebuild them with `usl train-fast --config configs/fast_crm.yaml`")
+        check_fingerprint(raw.get("lexicon_fingerprint"), p)
+        for key in ("features", "lexicon", "reader", "domain", "score_prior"):
+            raw[key] = tuple(raw.get(key, ()))
         register = load_registers(p)
         readers = {}
-        for kind, key in ((LENGTH, "reader"), (DOMAIN, "domain"), (OTHER, "other")):
+        for kind, key in ((LENGTH, "reader"), (DOMAIN, "domain")):
             readers[kind.name] = CriterionReader.load(p, kind.name) if raw[key] else None
             if raw[key] and readers[kind.name] is None:
                 raise ValueError(f"{p}: model was trained with a {kind.name} reader, and its {kind.dir}/ is missing")
-        if raw["features"] + raw["basis"] != FEATURES + (register.names if register else ()):
+        if raw["features"] != FEATURES + (register.names if register else ()):
             have = set(register.names if register else ())
-            lost = [f for prefix, f in (("register_", "register.npz"), ("style_", "style_scorer/"),
-                                        ("basis_", "register_basis/"))
-                    if any(n.startswith(prefix) and n not in have for n in raw["features"] + raw["basis"])]
+            lost = [f for prefix, f in (("register_", "register.npz"), ("style_", "style_scorer/"))
+                    if any(n.startswith(prefix) and n not in have for n in raw["features"])]
             raise ValueError(f"{p}: model was trained with other style features"
                              f"{f' (or its {lost[0]} is missing)' if lost else ''}; retrain it")
         if raw["lexicon"] != LEXICON_AXES:
             raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
         model = cls(FastCRMConfig(**raw), vocab_size=vocab, register=register, reader=readers["length"],
-                    domain_reader=readers["domain"], other_reader=readers["other"])
+                    domain_reader=readers["domain"])
         state = load_file(p / "model.safetensors")
         missing = sorted(set(model.state_dict()) - set(state))
         if missing:
@@ -334,8 +271,7 @@ class FastCRM(nn.Module):
 def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
                     readings: dict[str, dict[str, np.ndarray]] | None = None) -> torch.Tensor:
     """A criterion's input row: its sentence embedding, keyword features and, if the model has them, the
-    length reader's P(shorter), P(longer), the domain reader's P(style) and the other-register reader's
-    P(other). ``readings`` (reader kind -> text -> probabilities) stand in for a reader where given: the
+    length reader's P(shorter), P(longer) and the domain reader's P(style). ``readings`` (reader kind -> text -> probabilities) stand in for a reader where given: the
     cross-fitted readings of its own training texts."""
     parts = [embeddings, torch.from_numpy(lexicon_matrix(texts))]
     for reader in model.readers:

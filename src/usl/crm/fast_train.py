@@ -1,21 +1,23 @@
-"""Train the fast CRM on paper-format preference pairs (CPU, minutes).
+"""Train the fast CRM on paper-format preference pairs (CPU, minutes), from one recipe file.
+
+    usl train-fast --config configs/fast_crm.yaml [--set seed=0 ...]
 
 Criteria noise is redrawn every epoch from a generator seeded by (seed, epoch): irrelevant criteria
 are added (``add_prob``), and extra criteria dropped while at least one remains. Ties are not
-trained on. Early stopping watches dev accuracy; the best epoch's weights are kept. Optional
-``distill`` pairs (paper JSONL with the full pairwise CRM's probability that A wins in ``p_a``, as
-``scripts/crm_fidelity.py`` writes them) are soft targets that teach the fast model to imitate the
-full CRM where labelled data says nothing; a fresh random ``distill_per_epoch`` of them joins each
-epoch, without criteria noise (the target belongs to exactly those criteria).
+trained on. Early stopping watches dev accuracy; the best epoch's weights are kept. Then the two
+factors set after training are chosen (the style-score prior's on reworded dev pairs, the length
+prior's on bare-vs-elaborated pairs: ``fast_tune.py``), and the weights record the recipe, the git
+commit, package versions, the training files' sha256 and the criteria lexicon's fingerprint.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,104 +28,97 @@ from usl.crm.answer_bank import AnswerBank
 from usl.crm.criteria_encoder import CriteriaEncoder
 from usl.crm.fast_model import FastCRM, FastCRMConfig, as_tensor, criteria_inputs, split_sign
 from usl.crm.formatting import judged_texts
-from usl.crm.criterion_reader import DOMAIN, LENGTH, OTHER, CriterionReader, Kind, read_readings
+from usl.crm.config import YamlConfig
+from usl.crm.criterion_reader import DOMAIN, LENGTH, CriterionReader, Kind, read_readings
+from usl.crm.lexicon_probe import lexicon_fingerprint
 from usl.crm.register import RegisterConfig, RegisterStack, fit_register
 from usl.crm.static_embed import StaticEmbedder, fit_idf
 from usl.crm.style_scorer import DIR as STYLE_DIR
-from usl.crm.style_scorer import RegisterBasis, StyleScorer, read_table, text_key
+from usl.crm.style_scorer import StyleScorer, read_table, text_key
 from usl.data.paper_jsonl import read_samples
-from usl.types import DataError, PreferenceSample
+from usl.types import PreferenceSample
 
 log = logging.getLogger(__name__)
 
 
+def _f(default, help: str):
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass
-class FastTrainConfig:
-    train: list[str] = field(default_factory=list, metadata={"help": "Training JSONL files (paper format)."})
-    dev: list[str] = field(default_factory=list, metadata={"help": "Dev JSONL files for early stopping."})
-    out: str = field(default="artifacts/fast-crm", metadata={"help": "Output directory for weights + card."})
-    epochs: int = field(default=12, metadata={"help": "Maximum epochs."})
-    batch_size: int = field(default=256, metadata={"help": "Pairs per step."})
-    lr: float = field(default=2e-3, metadata={"help": "AdamW learning rate of the scorer."})
-    encoder_lr: float = field(default=0.0, metadata={"help": "Learning rate of the criteria tower's LoRA (0 = frozen)."})
-    lora_r: int = field(default=8, metadata={"help": "LoRA rank of the criteria tower."})
-    weight_decay: float = field(default=1e-4, metadata={"help": "AdamW weight decay."})
-    hidden: int = field(default=128, metadata={"help": "Hidden width of the scorer."})
-    add_prob: float = field(default=0.3, metadata={"help": "Per-sample probability of adding irrelevant criteria."})
-    drop_prob: float = field(default=0.2, metadata={"help": "Per-sample probability of dropping extra criteria."})
-    reword_prob: float = field(default=0.5, metadata={"help": "Per-sample probability of replacing its criteria "
-                                                           "by other training wordings of the same family."})
-    patience: int = field(default=3, metadata={"help": "Epochs without dev improvement before stopping."})
-    seed: int = field(default=0, metadata={"help": "Seed for init, shuffling and noise."})
-    distill: list[str] = field(default_factory=list,
-                               metadata={"help": "Distillation JSONL: pairs labelled by the full CRM (p_a)."})
-    distill_per_epoch: int = field(default=20000, metadata={"help": "Distillation pairs drawn per epoch."})
-    distill_weight: float = field(default=1.0, metadata={"help": "Loss weight of a distillation pair."})
-    distill_criteria_only: bool = field(default=False, metadata={
-        "help": "Distillation pairs train only the criteria side: how criteria read the answers. The answer "
-                "vectors and the quality head then learn from labelled pairs alone."})
-    register_prefix: str = field(default="domain_", metadata={
-        "help": "Criteria families starting with this prefix label answers (the winner of each such pair is "
-                "written in the family's style) for the register scorer, whose scores become answer features "
-                "(register.py). '' = no register scorer."})
-    style_scorer: str = field(default="", metadata={
-        "help": "Directory written by `usl train-style`: its style scorer's scores become answer features after "
-                "the register scorer's, its cross-fitted scores (heldout.npz) stand in for the styled training "
-                "answers, and its scores.npz saves scoring the training answers on the CPU. '' = none."})
-    length_reader: str = field(default="", metadata={
-        "help": "Directory written by `usl train-reader`: its length reader's P(shorter), P(longer) become criterion "
-                "features and the direction of the length prior; its cross-fitted readings (heldout.json) stand in "
-                "for the wordings it was trained on. '' = none (the keyword reading gives the direction)."})
-    domain_reader: str = field(default="", metadata={
-        "help": "Directory written by `usl train-reader --kind domain`: its domain reader's P(style) become criterion "
-                "features and weigh the style prior; its cross-fitted readings (heldout.json) stand in for the "
-                "wordings it was trained on. '' = none."})
-    other_reader: str = field(default="", metadata={
-        "help": "Directory written by `usl train-reader --kind other`: its reader's P(other) (a register no answer "
-                "scorer knows) weighs, when judging, a criterion's cosine term against its learned terms "
-                "(other_boost, other_damp). It is read by no trained layer. '' = none."})
-    other_boost: float = field(default=64.0, metadata={
-        "help": "With an other-register reader: a criterion's cosine term is multiplied by "
-                "1 + other_boost * P(other)."})
-    other_damp: float = field(default=1.0, metadata={
-        "help": "... and its learned terms by 1 - other_damp * P(other), in [0, 1]."})
-    other_gate: bool = field(default=False, metadata={
-        "help": "With an other-register reader and a domain or length reader: P(other) is weighed by the domain "
-                "reader's P(none) and twice the length reader's P(none) (capped at 1), so that a criterion read as "
-                "a style the scorers know, or as a length wish, does not lean."})
-    register_basis: str = field(default="", metadata={
-        "help": "Directory written by `usl train-style --registers ... --known ...`: with an other-register "
-                "reader, a criterion read as other also favours the answer written more strongly in some register "
-                "(the mean of its standardised basis scores, times basis_boost * P(other)). Attached after "
-                "training: it changes no trained weight. '' = none."})
-    basis_boost: float = field(default=32.0, metadata={
-        "help": "With a register basis: the weight of its term for a criterion read as other."})
-    score_prior: bool = field(default=True, metadata={
-        "help": "With a domain reader and style (or register) scores: a criterion's P(style) also weighs that "
-                "style's own score with one learned weight >= 0 (the style-score prior)."})
-    tune_wordings: list[str] = field(default_factory=list, metadata={
-        "help": "Wordings files (as for `usl train-reader`) of domain styles no training pair is worded with: "
-                "after training, the dev file's domain pairs are reworded with them and the style-score prior's "
-                "factor is the one of BOOSTS that judges them best. The domain reader's cross-fitted readings "
-                "stand in for its reading of them, so to both they are new wordings."})
-    oversample: dict = field(default_factory=lambda: {"human/": 3},
-                             metadata={"help": "Source prefix -> how many times its samples appear per epoch."})
+class FastTrainConfig(YamlConfig):
+    """The default judge's recipe (``configs/fast_crm.yaml``): every part and every factor chosen after
+    training. Loaded like ``usl train``'s: ``FastTrainConfig.from_yaml(path, ["seed=0"])``."""
+    # --- data ----------------------------------------------------------------------------------
+    train: list[str] = _f([], "Training JSONL files (paper format; `usl data build-train --out DIR`'s train.jsonl).")
+    dev: list[str] = _f([], "Dev JSONL files: early stopping, and the pairs the factors are chosen on.")
+    out: str = _f("artifacts/fast-crm", "Output directory for the weights.")
+    oversample: dict[str, int] = _f({"human/": 3}, "Source prefix -> how many times its samples appear per epoch.")
+    # --- optimisation --------------------------------------------------------------------------
+    epochs: int = _f(16, "Maximum epochs.")
+    patience: int = _f(6, "Epochs without a better dev accuracy before stopping.")
+    batch_size: int = _f(128, "Pairs per step.")
+    lr: float = _f(2e-3, "Peak AdamW learning rate of the scorer (one-cycle).")
+    encoder_lr: float = _f(0.0, "Learning rate of the criteria tower's LoRA (0 = the tower stays frozen).")
+    lora_r: int = _f(8, "LoRA rank of the criteria tower (only with encoder_lr > 0).")
+    weight_decay: float = _f(1e-4, "AdamW weight decay.")
+    hidden: int = _f(128, "Hidden width of the scorer.")
+    seed: int = _f(1, "Seed for init, shuffling and noise.")
+    # --- criteria noise ------------------------------------------------------------------------
+    add_prob: float = _f(0.3, "Per-sample probability of adding 1-2 criteria of unrelated sources.")
+    drop_prob: float = _f(0.2, "Per-sample probability of dropping some criteria of a multi-criteria sample.")
+    reword_prob: float = _f(0.5, "Per-sample probability of replacing its criteria by other training wordings of "
+                            "the same family.")
+    # --- answer scorers (answer features) ------------------------------------------------------
+    register_prefix: str = _f("domain_", "Criteria families starting with this prefix label answers (the winner of "
+                              "each such pair is written in the family's style) for the n-gram register scorer, "
+                              "whose scores become answer features (register.py). '' = no register scorer.")
+    style_scorer: str = _f("", "Directory written by `usl train-style` (on a GPU): its style scores become answer "
+                           "features after the register scorer's, its cross-fitted scores (heldout.npz) stand in "
+                           "for the styled training answers and its scores.npz for the other training answers. "
+                           "'' = none.")
+    # --- criterion readers (criterion features) -------------------------------------------------
+    length_reader: str = _f("", "Directory written by `usl train-reader`: its P(shorter), P(longer) become criterion "
+                            "features and the direction of the length prior; its cross-fitted readings "
+                            "(heldout.json) stand in for the wordings it was trained on. '' = the keyword reading "
+                            "gives the direction.")
+    domain_reader: str = _f("", "Directory written by `usl train-reader --kind domain`: its P(style) become criterion "
+                            "features and weigh the style-score prior. '' = none.")
+    score_prior: bool = _f(True, "With a domain reader and style (or register) scores: a criterion's P(style) also "
+                           "weighs that style's own score with one learned weight >= 0 (the style-score prior).")
+    # --- factors chosen after training ---------------------------------------------------------
+    tune_wordings: list[str] = _f([], "Wordings files (as for `usl train-reader`) of domain styles no training pair "
+                                  "is worded with: the dev file's domain pairs are reworded with them and the "
+                                  "style-score prior's factor (score_boost) is the one of score_boosts that judges "
+                                  "them best. [] = factor 1.")
+    score_boosts: list[float] = _f([1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0],
+                                   "Factors of the style-score prior tried with tune_wordings.")
+    length_tune_data: str = _f("", "Paper JSONL of bare-vs-elaborated pairs under length criteria from training "
+                               "queries (`usl data build-train --terse-per-query 6`'s train.jsonl): the length "
+                               "prior's factor (length_boost) is chosen on them. '' = factor 1.")
+    length_tune_source: str = _f("length/alpaca_terse", "Only the samples of length_tune_data with this source.")
+    length_boosts: list[float] = _f([1.0, 1.5, 2.0, 3.0, 4.0], "Factors of the length prior tried: the smallest "
+                                    "with the best accuracy on length_tune_data among those that keep the dev "
+                                    "accuracy of every kind of pair within length_tolerance of factor 1's.")
+    length_tolerance: float = _f(0.005, "Largest fall of the dev accuracy of any kind of pair (human, general, "
+                                 "style, domain, length) that a length factor may cost.")
 
     def __post_init__(self) -> None:
-        for name in ("distill_per_epoch", "distill_weight"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
-        for name in ("other_boost", "basis_boost"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name}={getattr(self, name)}: must be >= 0")
-        if self.other_gate and not (self.other_reader and (self.domain_reader or self.length_reader)):
-            raise ValueError("other_gate needs other_reader and a domain_reader or length_reader: their P(none) "
-                             "weighs P(other)")
-        if self.register_basis and not self.other_reader:
-            raise ValueError("register_basis needs other_reader: the other-register reader's P(other) weighs it")
-        for name in ("add_prob", "drop_prob", "reword_prob", "other_damp"):
+        self._coerce_fields()
+        for name in ("add_prob", "drop_prob", "reword_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be a probability in [0, 1]")
+        for name in ("score_boosts", "length_boosts"):
+            if not getattr(self, name) or min(getattr(self, name)) <= 0:
+                raise ValueError(f"{name}={getattr(self, name)}: needs factors > 0")
+        if not isinstance(self.oversample, dict) or not all(isinstance(v, int) and v >= 1
+                                                            for v in self.oversample.values()):
+            raise ValueError(f"oversample={self.oversample!r}: expected source prefix -> a count >= 1")
+        if self.tune_wordings and not (self.domain_reader and self.score_prior):
+            raise ValueError("tune_wordings tunes the style-score prior: it needs a domain reader (domain_reader) "
+                             "and score_prior")
 
 
 def _score_prior(names: Sequence[str]) -> tuple[str, ...]:
@@ -136,9 +131,6 @@ def _score_prior(names: Sequence[str]) -> tuple[str, ...]:
     if missing:
         log.info("no style or register score for %s: no style-score prior for it", ", ".join(missing))
     return got if any(got) else ()
-
-
-BOOSTS = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0)  # factors of the style-score prior tried by --tune-wordings
 
 
 def _tuning_wordings(files: Sequence[str], train_files: Sequence[str]) -> dict[str, list[str]]:
@@ -161,7 +153,7 @@ def _tuning_wordings(files: Sequence[str], train_files: Sequence[str]) -> dict[s
 
 def _tune_score_boost(model: FastCRM, bank: AnswerBank, encoder: CriteriaEncoder, dv: _Encoded,
                       pool: Mapping[str, list[str]], readings: Mapping[str, Mapping[str, np.ndarray]],
-                      seed: int, per_pair: int = 3) -> dict:
+                      seed: int, boosts: Sequence[float], per_pair: int = 3) -> dict:
     """Choose ``model.cfg.score_boost``: each dev domain pair, judged under ``per_pair`` wordings of its
     family drawn from ``pool`` (read as the readers' cross-fitted readings where they have them)."""
     if not model.cfg.score_prior:
@@ -185,16 +177,16 @@ def _tune_score_boost(model: FastCRM, bank: AnswerBank, encoder: CriteriaEncoder
     with torch.inference_mode():
         x = criteria_inputs(model, texts, encoder(texts), readings)
     sub = _Encoded(dv.a[rows], dv.b[rows], dv.y[rows], crit, sign, [dv.source[i] for i in rows],
-                   [dv.family[i] for i in rows], np.zeros(len(rows), bool))
+                   [dv.family[i] for i in rows])
     model.eval()
     accuracy = {}
-    for boost in BOOSTS:
+    for boost in boosts:
         model.cfg.score_boost = boost
         with torch.inference_mode():
             logits = torch.cat([_batch_logits(model, bank, x, sub, np.arange(s, min(s + 512, len(rows))),
                                               crit[s:s + 512], sign[s:s + 512]) for s in range(0, len(rows), 512)])
         accuracy[boost] = float(np.mean((logits.numpy() > 0) == (sub.y > 0.5)))
-    model.cfg.score_boost = max(BOOSTS, key=lambda b: (accuracy[b], -b))  # the smallest of the best
+    model.cfg.score_boost = max(boosts, key=lambda b: (accuracy[b], -b))  # the smallest of the best
     log.info("style-score prior: factor %.1f (accuracy on %d reworded dev pairs: %s)", model.cfg.score_boost,
              len(rows), {b: round(a, 3) for b, a in accuracy.items()})
     return {"score_boost": model.cfg.score_boost, "pairs": len(rows), "wordings": len(texts),
@@ -210,18 +202,6 @@ class _Encoded:
     sign: list[list[float]]
     source: list[str]
     family: list[str]
-    distill: np.ndarray      # (n,) bool: a soft target from the full CRM
-
-
-def _read_distill(path: str) -> list[PreferenceSample]:
-    """Distillation pairs; each must carry the full CRM's P(A wins) in ``p_a``."""
-    samples = read_samples(path)
-    for s in samples:
-        p = s.meta_value("p_a")
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-            raise DataError(f"sample {s.idx!r}: a distillation pair needs the full CRM's probability that "
-                            f"A wins, in [0, 1]; got {p!r}", path=path, field="p_a")
-    return samples
 
 
 def styled_answers_by_query(samples: list[PreferenceSample], prefix: str) -> dict[str, dict[str, str]]:
@@ -320,27 +300,21 @@ def _check_reader_split(reader_dir: str, train_files: list[str]) -> None:
                              f"whole: retrain the reader with `usl train-reader --holdout-family {family}`")
 
 
-def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[str, int],
-            n_distill: int = 0) -> _Encoded:
-    """The last ``n_distill`` samples are distillation pairs: their target is ``p_a``."""
+def _encode(samples: list[PreferenceSample], bank: AnswerBank, crit_index: dict[str, int]) -> _Encoded:
     q, ra, rb = zip(*(judged_texts(s.prompt, s.model_a, s.model_b) for s in samples)) if samples else ((), (), ())
     a, b = bank.rows(list(q), list(ra)), bank.rows(list(q), list(rb))
-    n_lab = len(samples) - n_distill
-    y = np.array([{"model_a": 1.0, "model_b": 0.0, "tie": 0.5}[s.preference] for s in samples[:n_lab]]
-                 + [s.meta_value("p_a") for s in samples[n_lab:]], np.float32)
+    y = np.array([{"model_a": 1.0, "model_b": 0.0, "tie": 0.5}[s.preference] for s in samples], np.float32)
     crit, sign = [], []
     for s in samples:
         parts = [split_sign(c) for c in s.criteria]
         crit.append([crit_index[t] for t, _ in parts])
         sign.append([g for _, g in parts])
-    return _Encoded(a, b, y, crit, sign, [s.source for s in samples], [str(s.meta_value("family", "")) for s in samples],
-                    np.arange(len(samples)) >= n_lab)
+    return _Encoded(a, b, y, crit, sign, [s.source for s in samples], [str(s.meta_value("family", "")) for s in samples])
 
 
 def _batch_logits(model: FastCRM, bank: AnswerBank, E, enc: _Encoded, idx: np.ndarray,
-                  crit: list[list[int]], sign: list[list[float]], frozen_answers: bool = False) -> torch.Tensor:
-    """E: a (n_criteria, d) tensor of criterion embeddings, or a function ids -> embeddings.
-    ``frozen_answers``: distillation pairs train only the criteria side (see FastTrainConfig)."""
+                  crit: list[list[int]], sign: list[list[float]]) -> torch.Tensor:
+    """E: a (n_criteria, d) tensor of criterion embeddings, or a function ids -> embeddings."""
     rows, inv = np.unique(np.concatenate([enc.a[idx], enc.b[idx]]), return_inverse=True)
     A = model.answer_repr(as_tensor(bank.r[rows]), as_tensor(bank.feats[rows]), as_tensor(bank.cos_q[rows]))
     n = len(idx)
@@ -350,25 +324,15 @@ def _batch_logits(model: FastCRM, bank: AnswerBank, E, enc: _Encoded, idx: np.nd
     pair = np.repeat(np.arange(n), [len(cs) for cs in crit])
     return model.pair_logits(C, A, torch.from_numpy(inv[:n]), torch.from_numpy(inv[n:]),
                              torch.from_numpy(cinv), torch.tensor([g for gs in sign for g in gs]),
-                             torch.from_numpy(pair), n,
-                             held=torch.from_numpy(enc.distill[idx]) if frozen_answers else None)
+                             torch.from_numpy(pair), n)
 
 
 def _foreign_pools(enc: _Encoded, n_crit: int) -> dict[str, np.ndarray]:
-    """Per labelled source, the criteria never used by that source: "unrelated" criteria for noise.
-
-    Criteria that only distillation pairs use are never drawn: they were written to cover what the
-    labelled families talk about ("Keep it short."), so they are not unrelated to any of them.
-    """
+    """Per source, the criteria never used by that source: "unrelated" criteria for noise."""
     used: dict[str, set[int]] = {}
-    labelled: set[int] = set()
-    for cs, src, dist in zip(enc.crit, enc.source, enc.distill):
-        if not dist:
-            used.setdefault(src, set()).update(cs)
-            labelled.update(cs)
-    distill_only = {c for cs, dist in zip(enc.crit, enc.distill) if dist for c in cs} - labelled
-    return {src: np.setdiff1d(np.arange(n_crit), np.fromiter(u | distill_only, dtype=np.int64))
-            for src, u in used.items()}
+    for cs, src in zip(enc.crit, enc.source):
+        used.setdefault(src, set()).update(cs)
+    return {src: np.setdiff1d(np.arange(n_crit), np.fromiter(u, dtype=np.int64)) for src, u in used.items()}
 
 
 def _family_wordings(enc: _Encoded) -> dict[str, list[tuple[int, float]]]:
@@ -386,10 +350,6 @@ def _noisy(enc: _Encoded, idx: np.ndarray, rng: np.random.Generator, pools: dict
     batch_salt = int(rng.integers(0, 1 << 30))
     for i in idx:
         cs, gs = list(enc.crit[i]), list(enc.sign[i])
-        if enc.distill[i]:
-            crit.append(cs)
-            sign.append(gs)
-            continue
         words = (wordings or {}).get(enc.family[i])
         if words and len(words) > len(cs) and rng.random() < cfg.reword_prob:
             pick = rng.choice(len(words), size=len(cs), replace=False)
@@ -439,37 +399,52 @@ def evaluate(model: FastCRM, bank: AnswerBank, E: torch.Tensor, enc: _Encoded) -
             "n": int(mask.sum()), "by_source": {k: float(np.mean(v)) for k, v in sorted(by_src.items())}}
 
 
-def _register_basis(where: str) -> RegisterBasis:
-    """The style scorer of a `usl train-style --registers` directory, as a register basis (checked before
-    any training: it is attached after)."""
-    scorer = StyleScorer.load(where)
-    if scorer is None:
-        raise FileNotFoundError(f"{where}: no {STYLE_DIR}/ (write one with `usl train-style --registers`)")
-    try:
-        return RegisterBasis.of(scorer)
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}") from e
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
-def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
+def provenance(cfg: FastTrainConfig) -> dict:
+    """What made the weights: the recipe, the code (git commit, package versions), the data (sha256 of
+    every file read) and the criteria lexicon's reading (``lexicon_probe``)."""
+    import importlib.metadata as md
+
+    from usl.data.build_train import _git_commit
+
+    versions = {}
+    for pkg in ("usl", "torch", "numpy", "transformers", "safetensors"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    files = [*cfg.train, *cfg.dev, *cfg.tune_wordings, *([cfg.length_tune_data] if cfg.length_tune_data else [])]
+    return {"recipe": cfg.to_dict(), "git_commit": _git_commit(), "versions": versions,
+            "data_sha256": {f: _sha256(f) for f in dict.fromkeys(files)},
+            "lexicon_fingerprint": lexicon_fingerprint()}
+
+
+def train_fast(cfg: FastTrainConfig, cache_dir: Path, home: str | None = None) -> dict:
+    """Train, choose the factors, save to ``cfg.out``. ``home``: the data home whose answer caches the
+    length factor's judge uses (``cache_dir`` is its cache folder)."""
     torch.manual_seed(cfg.seed)
+    for f in [*cfg.train, *cfg.dev, *cfg.tune_wordings, *([cfg.length_tune_data] if cfg.length_tune_data else [])]:
+        if not Path(f).is_file():
+            raise FileNotFoundError(f"{f}: not found (a file the recipe names; `make judge` builds the data first)")
+    if cfg.length_tune_data and not cfg.dev:
+        raise ValueError("length_tune_data needs dev files: they guard the other kinds of pair")
     train = [s for f in cfg.train for s in read_samples(f)]
     dev = [s for f in cfg.dev for s in read_samples(f)]
-    distill = [s for f in cfg.distill for s in _read_distill(f)]
-    log.info("fast CRM: %d train, %d dev, %d distillation samples", len(train), len(dev), len(distill))
+    log.info("fast CRM: %d train, %d dev samples", len(train), len(dev))
     t0 = time.time()
     # the readers first: a missing or mismatched one fails before minutes of encoding
-    readers: dict[str, CriterionReader | None] = {"length": None, "domain": None, "other": None}
+    readers: dict[str, CriterionReader | None] = {"length": None, "domain": None}
     readings: dict[str, dict[str, np.ndarray]] = {}
     for kind, where in ((LENGTH, cfg.length_reader), (DOMAIN, cfg.domain_reader)):
         if where:
             readers[kind.name], readings[kind.name] = _reader(kind, where, cfg.train)
-    if cfg.other_reader:  # read by no trained layer, it must not change the training either: building its
-        with torch.random.fork_rng():  # heads draws from the seeded generator before their weights load
-            readers["other"], readings["other"] = _reader(OTHER, cfg.other_reader, cfg.train)
-    basis = _register_basis(cfg.register_basis) if cfg.register_basis else None
-    if cfg.tune_wordings and not (cfg.domain_reader and cfg.score_prior):
-        raise ValueError("tune_wordings tunes the style-score prior: it needs a domain reader and score_prior")
     pool = _tuning_wordings(cfg.tune_wordings, cfg.train) if cfg.tune_wordings else {}
 
     static = StaticEmbedder(cache_dir / "static")
@@ -477,11 +452,11 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     static.idf = fit_idf(static.token_ids(answers), static.table.shape[0])
     register, held = _register(train, cfg)
     bank = AnswerBank(static, register=register, register_overrides=held)
-    crit_texts = sorted({split_sign(c)[0] for s in train + distill + dev for c in s.criteria})
+    crit_texts = sorted({split_sign(c)[0] for s in train + dev for c in s.criteria})
     crit_index = {t: i for i, t in enumerate(crit_texts)}
     tune = cfg.encoder_lr > 0
     encoder = CriteriaEncoder(lora_r=cfg.lora_r, trainable=tune)
-    tr, dv = _encode(train + distill, bank, crit_index, len(distill)), _encode(dev, bank, crit_index)
+    tr, dv = _encode(train, bank, crit_index), _encode(dev, bank, crit_index)
     log.info("encoded %d answers, %d criteria in %.0f s", len(bank), len(crit_texts), time.time() - t0)
 
     names = bank.feature_names
@@ -489,9 +464,9 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
                                   reader=LENGTH.features if readers["length"] else (),
                                   domain=DOMAIN.features if readers["domain"] else (),
                                   score_prior=_score_prior(names) if readers["domain"] and cfg.score_prior else (),
-                                  other=OTHER.features if readers["other"] else ()),
+                                  lexicon_fingerprint=lexicon_fingerprint()),
                     vocab_size=len(static.idf), register=register, reader=readers["length"],
-                    domain_reader=readers["domain"], other_reader=readers["other"])
+                    domain_reader=readers["domain"])
     model.idf.copy_(torch.from_numpy(static.idf))
     model.feat_mean.copy_(torch.from_numpy(bank.feats.mean(0)))
     model.feat_std.copy_(torch.from_numpy(bank.feats.std(0) + 1e-4))
@@ -513,33 +488,27 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     def batch_criteria(ids: np.ndarray) -> torch.Tensor:
         return torch.cat([encoder([crit_texts[i] for i in ids]), lex[torch.from_numpy(ids)]], -1)
 
-    train_idx = np.flatnonzero((tr.y != 0.5) & ~tr.distill)
+    train_idx = np.flatnonzero(tr.y != 0.5)
     reps = np.array([max([f for p, f in cfg.oversample.items() if src.startswith(p)] or [1]) for src in tr.source])
     train_idx = np.repeat(train_idx, reps[train_idx])
-    distill_idx = np.flatnonzero(tr.distill)
-    n_distill = min(cfg.distill_per_epoch, len(distill_idx))
-    weight = torch.from_numpy(np.where(tr.distill, cfg.distill_weight, 1.0).astype(np.float32))
     pools = _foreign_pools(tr, len(crit_texts))
     wordings = _family_wordings(tr)
-    steps = cfg.epochs * ((len(train_idx) + n_distill + cfg.batch_size - 1) // cfg.batch_size)
+    steps = cfg.epochs * ((len(train_idx) + cfg.batch_size - 1) // cfg.batch_size)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[g["lr"] for g in groups], total_steps=max(steps, 1),
                                                 pct_start=0.05)
-    loss_fn = nn.BCEWithLogitsLoss(reduction="none")
+    loss_fn = nn.BCEWithLogitsLoss()
     curve, best, best_state, best_enc, bad = [], -1.0, None, None, 0
     E_frozen = None if tune else all_criteria()
     for epoch in range(cfg.epochs):
         model.train()
         erng = np.random.default_rng([cfg.seed, epoch])
-        idx_epoch = np.concatenate([train_idx, erng.choice(distill_idx, n_distill, replace=False)])
-        order = _grouped_order(tr, idx_epoch, erng) if tune else erng.permutation(idx_epoch)
+        order = _grouped_order(tr, train_idx, erng) if tune else erng.permutation(train_idx)
         losses = []
         for i in range(0, len(order), cfg.batch_size):
             idx = order[i:i + cfg.batch_size]
             crit, sign = _noisy(tr, idx, erng, pools, cfg, wordings)
-            logits = _batch_logits(model, bank, batch_criteria if tune else E_frozen, tr, idx, crit, sign,
-                                   frozen_answers=cfg.distill_criteria_only)
-            w = weight[torch.from_numpy(idx)]
-            loss = (loss_fn(logits, torch.from_numpy(tr.y[idx])) * w).sum() / w.sum()
+            logits = _batch_logits(model, bank, batch_criteria if tune else E_frozen, tr, idx, crit, sign)
+            loss = loss_fn(logits, torch.from_numpy(tr.y[idx]))
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -561,17 +530,18 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path) -> dict:
     if best_state is not None:
         model.load_state_dict(best_state)
         encoder.load_state_dict(best_enc)
-    tuned = _tune_score_boost(model, bank, encoder, dv, pool, readings, cfg.seed) if pool else None
-    if readers["other"] is not None:  # judging only: no training pair asks for a register no scorer knows
-        model.cfg.other_boost, model.cfg.other_damp = cfg.other_boost, cfg.other_damp
-        model.cfg.other_gate = cfg.other_gate
-    if basis is not None:
-        model.attach_basis(basis, cfg.basis_boost)
-    report = {"config": asdict(cfg), "curve": curve, "best_dev_accuracy": best, "n_train": len(train),
-              "n_distill": len(distill), "score_boost": tuned,
-              "n_dev": len(dev), "seconds": round(time.time() - t0, 1)}
+    tuned = (_tune_score_boost(model, bank, encoder, dv, pool, readings, cfg.seed, cfg.score_boosts)
+             if pool else None)
+    report = {"curve": curve, "best_dev_accuracy": best, "n_train": len(train), "n_dev": len(dev),
+              "score_boost": tuned, "seconds": round(time.time() - t0, 1), **provenance(cfg)}
     model.save(cfg.out, extra=report)
     if tune:
         encoder.save_adapter(cfg.out)
+    if cfg.length_tune_data:
+        from usl.crm.fast_tune import tune_length_boost
+
+        report["length_boost"] = tune_length_boost(cfg.out, cfg.length_tune_data, cfg.dev, cfg.length_boosts,
+                                                   cfg.length_tolerance, source=cfg.length_tune_source, home=home)
+    report["seconds"] = round(time.time() - t0, 1)
     (Path(cfg.out) / "training.json").write_text(json.dumps(report, indent=2))
     return report

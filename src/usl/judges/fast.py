@@ -22,7 +22,7 @@ from usl.crm import shipped_weights
 from usl.crm.answer_bank import AnswerBank, Progress
 from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
 from usl.crm.criterion_kinds import KindModel
-from usl.crm.fast_model import FastCRM, as_tensor, criteria_inputs, split_sign
+from usl.crm.fast_model import AnswerRepr, CriteriaRepr, FastCRM, as_tensor, criteria_inputs, split_sign
 from usl.crm.quality_bank import QualityReading
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.crm.static_embed import StaticEmbedder
@@ -78,7 +78,7 @@ class FastJudge:
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
         for reader in self.model.readers if not adapter.exists() else ():  # the same frozen MiniLM: one copy
             reader.share_encoder(self.encoder)
-        self._answer_repr: dict | None = None
+        self._answer_repr: AnswerRepr | None = None
         self._repr_rows = 0
         self.quality = QualityReading.for_weights(self.weights, home, quality)
         self.kinds = KindModel.load(self.weights)
@@ -94,7 +94,7 @@ class FastJudge:
         return f"{self.name}@{self.version}"
 
     # -- building blocks ---------------------------------------------------------------------------
-    def _answers(self) -> dict:
+    def _answers(self) -> AnswerRepr:
         """Answer representations for every row of the bank (recomputed only when it grew)."""
         if self._answer_repr is None or self._repr_rows != len(self.bank):
             with torch.inference_mode():
@@ -103,7 +103,7 @@ class FastJudge:
             self._repr_rows = len(self.bank)
         return self._answer_repr
 
-    def _criteria(self, criteria: Sequence[str]) -> tuple[dict, torch.Tensor]:
+    def _criteria(self, criteria: Sequence[str]) -> tuple[CriteriaRepr, torch.Tensor]:
         texts, signs = zip(*(split_sign(c) for c in criteria)) if criteria else ((), ())
         with torch.inference_mode(), _one_thread():
             x = criteria_inputs(self.model, list(texts), self.encoder.encode(list(texts)))
@@ -130,7 +130,7 @@ class FastJudge:
         with torch.inference_mode():
             S = self.model.criterion_scores(C, A)  # (k, N)
             per = (signs[:, None] * (S[:, ra] - S[:, rb]) / len(crit)).numpy()
-            qual = (self.model.beta * (A["quality"][ra] - A["quality"][rb])).numpy()
+            qual = (self.model.beta * (A.quality[ra] - A.quality[rb])).numpy()
         if self.quality is None:
             return crit, per, qual
         a, b = self.quality.gate.weights(*self._kinds_and_signs(crit))                  # (k,), (k,)
