@@ -13,16 +13,17 @@ For each model, as a new user would type them, each a fresh process:
    model, all topics, CIs, per-criterion breakdown).
 
 Each run is split, in wall and CPU seconds (CPU: every thread of the process, user + system, less
-sensitive to other load than wall time): ``store`` (start, match, store), ``embed`` (the judge's
-per-answer features but the style scorers: static embedding, style features, n-gram registers),
-``style`` (the style scorer and register basis: MiniLM passes over each new answer), ``quality`` (the
-quality reader over the new (answer, baseline) pairs, with its own progress bar in add-model) and
-``rank``. Target: add-model and rank together, less the quality reader, <= 60 s on the 2-core CPU;
-the quality reader's part is allowed on top and reported apart (``total_s`` counts it,
-``target_total_s`` does not). The script checks that the new model is on the board and that the
-answer cache grew by that model's answers alone; the model is removed again afterwards (``--keep``
-keeps it), so a rerun on the same home times warm caches: pass other models. The 1-minute load
-average before each command is printed: wall times on a shared machine are inflated by it.
+sensitive to other load than wall time): ``store`` (start, match, store), ``embed`` (loading the
+judge, and its per-answer features but the style scorers': static embedding, style features,
+n-gram registers), ``style`` (the style scorer and register basis: MiniLM passes over each new
+answer), ``quality`` (the quality reader over the new (answer, baseline) pairs, with its own progress
+bar in add-model) and ``rank``. Target: add-model and rank together, less the quality reader, <= 60 s
+on the 2-core CPU; the quality reader's part is allowed on top and reported apart (``total_s``
+counts it, ``target_total_s`` does not). The script checks that the new model is on the board and
+that the answer cache grew by that model's answers alone; the model is removed again afterwards
+(``--keep`` keeps it), so a rerun on the same home times warm caches: pass other models. The
+1-minute load average before each command is printed: wall times on a shared machine are inflated
+by it.
 """
 
 from __future__ import annotations

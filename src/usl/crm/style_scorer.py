@@ -12,10 +12,11 @@ manages 0.78 (``scripts/domain_ceiling.py``).
 
 Its scores are extra answer features of the fast CRM (``style_<label>``), after the n-gram
 register's. Training answers get cross-fitted scores (``fit_style`` returns them); a GPU makes
-fitting a matter of minutes (``usl train-style``). Judging runs on the CPU, about 35 answers a
-second on 2 cores; answers it has scored before are looked up instead: a table of known answers
-shipped with the weights (the default board's, so that a first start costs nothing extra), and a
-disk cache of what it computed.
+fitting a matter of minutes (``usl train-style``). Judging runs on the CPU: one encoder pass per
+member for each new answer, about 10 passes of an AlpacaEval answer per CPU-second on the 2-core
+AVX2 machine (``scripts/bench_add_model.py``). Answers it has scored before are looked up instead:
+a table of known answers shipped with the weights (the default board's, so that a first start costs
+nothing extra), and a disk cache of what it computed.
 
 Files in a model directory (``style_scorer/``): ``config.json``, ``weights.safetensors`` (the LoRA
 matrices and the head, fp16, about 1.3 MB) and optionally ``known.npz`` (answer text hash ->
@@ -163,8 +164,8 @@ def merge_lora(enc, lora: Mapping[str, object], scaling: float):
     """``enc`` with each LoRA pair merged into its linear layer, in place: W += scaling * B @ A.
 
     ``lora`` is peft's state dict (``base_model.model.<module>.lora_A.weight`` and ``lora_B``); this
-    is peft's ``merge_and_unload`` without building the peft model first, which cost a scorer of four
-    members seconds of a new answer's budget. Raises when a pair names no linear layer of ``enc``."""
+    is peft's ``merge_and_unload`` without building a peft model (nor importing peft) per member.
+    Raises when a pair names no linear layer of ``enc``."""
     import torch
 
     modules = dict(enc.named_modules())
