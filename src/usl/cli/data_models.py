@@ -95,8 +95,8 @@ class _Clock:
 
 def _read_answers(ctx: typer.Context, benchmark: str, judges: list[str]) -> None:
     """Each judge's per-answer reading of the benchmark, now (only the new answers are new to it); then,
-    for a judge with a quality reading, the pairs of the new answers with the baseline's, with a bar of
-    their own: a transformer reads each pair, which takes minutes where the rest takes seconds."""
+    for a judge with a quality reading, the pairs of the new answers with the baseline's, with a bar and
+    a time of their own: its transformer reads each pair, a cost apart from the answers' reading."""
     if not judges:
         return
     from usl.cli.rank import _progress
@@ -114,8 +114,7 @@ def _read_answers(ctx: typer.Context, benchmark: str, judges: list[str]) -> None
         pairs = svc.pair_texts(LeaderboardSpec(benchmark=benchmark, judge=spec))
         n = reading.missing(*pairs)
         if n:
-            typer.echo(f"judge {spec}: its quality reader reads {n} new (answer, baseline) pairs, a transformer "
-                       "pass each")
+            typer.echo(f"judge {spec}: its quality reader (a transformer) reads {n} new (answer, baseline) pairs")
         with _Clock() as clock, _progress(f"{spec}: quality readings", "pair") as progress:
             reading.readings(*pairs, progress=progress)
         if n:
