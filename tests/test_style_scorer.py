@@ -95,6 +95,68 @@ def test_style_scorer_round_trips_looks_up_known_answers_and_caches_the_rest(fit
     assert not (tmp_path / "style_scorer" / "known.npz").exists()
 
 
+def _peft_scores(scorer: StyleScorer, texts: list[str], batch: int = 32) -> np.ndarray:
+    """The scores as peft's merge_and_unload gives them, in batches sorted by characters: the way the
+    scorer read answers before it merged LoRA itself and sorted by tokens."""
+    import torch
+    from peft import set_peft_model_state_dict
+
+    from usl.crm.style_scorer import _member_state, _network, _pooled_scores
+
+    out = np.zeros((len(texts), len(scorer.cfg.labels)), np.float32)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    for i in range(scorer.cfg.members):
+        tok, enc, head = _network(scorer.cfg, scorer.base_path)
+        state = _member_state(scorer.state, i)
+        set_peft_model_state_dict(enc, {k[5:]: v.float() for k, v in state.items() if k.startswith("lora.")})
+        head.load_state_dict({k[5:]: v.float() for k, v in state.items() if k.startswith("head.")})
+        enc = enc.merge_and_unload().eval()
+        with torch.inference_mode():
+            for s in range(0, len(order), batch):
+                idx = order[s:s + batch]
+                out[idx] += _pooled_scores(tok, enc, head.eval(), [texts[j] for j in idx], scorer.cfg.max_len,
+                                           "cpu").numpy() / scorer.cfg.members
+    return out
+
+
+def _answers_of_many_lengths() -> list[str]:
+    words = "the results of the study suggest that revenue growth depends on careful kite design".split()
+    return [" ".join(words[j % len(words)] for j in range(n)) + f" ({n})" for n in (1, 3, 9, 30, 31, 70, 200)]
+
+
+def test_style_scores_match_peft_merged_networks_for_every_member(fitted, base):
+    """Two members (the second one's LoRA halved), texts shorter and longer than max_len, batches of 3."""
+    from dataclasses import replace
+
+    scorer, _ = fitted
+    state = dict(scorer.state)
+    state |= {f"m1.{k}": (v * 0.5 if "lora_B" in k else v) for k, v in scorer.state.items()}
+    two = StyleScorer(replace(scorer.cfg, members=2), state, base_path=base)
+    texts = _answers_of_many_lengths()
+    np.testing.assert_allclose(two.compute(texts, batch=3), _peft_scores(two, texts, batch=3), atol=1e-5)
+    one = StyleScorer(scorer.cfg, scorer.state, base_path=base).compute(texts)
+    assert np.abs(two.compute(texts) - one).max() > 1e-3   # the second member counts
+
+
+def test_merging_lora_that_fits_no_layer_is_named(fitted, base):
+    scorer, _ = fitted
+    bad = {k.replace("query", "quarry"): v for k, v in scorer.state.items()}
+    with pytest.raises(ValueError, match="do not fit the encoder.*quarry"):
+        StyleScorer(scorer.cfg, bad, base_path=base).compute(["a"])
+
+
+@pytest.mark.slow
+def test_the_shipped_style_scorers_match_peft_merged_networks():
+    """The default judge's style scorer (four members) and register basis, on the packaged MiniLM."""
+    from usl.crm import shipped_weights
+    from usl.crm.style_scorer import RegisterBasis
+
+    texts = _answers_of_many_lengths() + [" ".join(["word"] * 400)]
+    for cls in (StyleScorer, RegisterBasis):
+        scorer = cls.load(shipped_weights("fast-crm"))
+        np.testing.assert_allclose(scorer.compute(texts, batch=3), _peft_scores(scorer, texts, batch=3), atol=1e-4)
+
+
 def test_scorers_of_two_seeds_combine_into_one_whose_scores_are_their_mean(fitted, base, tmp_path):
     from dataclasses import replace
 

@@ -79,16 +79,43 @@ def register_votes(app: typer.Typer) -> None:
         typer.echo(f"wrote {n} votes to {out}")
 
 
+class _Clock:
+    """Wall and CPU seconds (every thread of the process) of a block: ``f"{clock}"`` -> "41.2s (CPU 70.3s)"."""
+
+    def __enter__(self) -> _Clock:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+    def __str__(self) -> str:
+        return f"{self.wall:.1f}s (CPU {self.cpu:.1f}s)"
+
+
 def _read_answers(ctx: typer.Context, benchmark: str, judges: list[str]) -> None:
-    """Each judge's per-answer reading of the benchmark, now (only the new answers are new to it)."""
+    """Each judge's per-answer reading of the benchmark, now (only the new answers are new to it); then,
+    for a judge with a quality reading, the pairs of the new answers with the baseline's, with a bar and
+    a time of their own: its transformer reads each pair, a cost apart from the answers' reading."""
     if not judges:
         return
     from usl.cli.rank import _progress
     from usl.leaderboard.service import LeaderboardService
+    from usl.leaderboard.types import LeaderboardSpec
 
     svc = LeaderboardService(ctx.obj.store(), home=ctx.obj.home, auto_topics=False)
     for spec in judges:
-        started = time.perf_counter()
-        with _progress(f"{spec}: reading answers", "answer") as progress:
-            svc.prepare(benchmark, spec, progress)
-        typer.echo(f"judge {spec}: answers read in {time.perf_counter() - started:.1f}s")
+        with _Clock() as clock, _progress(f"{spec}: reading answers", "answer") as progress:
+            judge = svc.prepare(benchmark, spec, progress, quality=False)
+        typer.echo(f"judge {spec}: answers read in {clock}")
+        reading = getattr(judge, "quality", None)
+        if reading is None:
+            continue
+        pairs = svc.pair_texts(LeaderboardSpec(benchmark=benchmark, judge=spec))
+        n = reading.missing(*pairs)
+        if n:
+            typer.echo(f"judge {spec}: its quality reader (a transformer) reads {n} new (answer, baseline) pairs")
+        with _Clock() as clock, _progress(f"{spec}: quality readings", "pair") as progress:
+            reading.readings(*pairs, progress=progress)
+        if n:
+            typer.echo(f"judge {spec}: quality readings of {n} pairs in {clock}")

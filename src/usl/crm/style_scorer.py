@@ -12,10 +12,11 @@ manages 0.78 (``scripts/domain_ceiling.py``).
 
 Its scores are extra answer features of the fast CRM (``style_<label>``), after the n-gram
 register's. Training answers get cross-fitted scores (``fit_style`` returns them); a GPU makes
-fitting a matter of minutes (``usl train-style``). Judging runs on the CPU, about 35 answers a
-second on 2 cores; answers it has scored before are looked up instead: a table of known answers
-shipped with the weights (the default board's, so that a first start costs nothing extra), and a
-disk cache of what it computed.
+fitting a matter of minutes (``usl train-style``). Judging runs on the CPU: one encoder pass per
+member for each new answer, about 10 passes of an AlpacaEval answer per CPU-second on the 2-core
+AVX2 machine (``scripts/bench_add_model.py``). Answers it has scored before are looked up instead:
+a table of known answers shipped with the weights (the default board's, so that a first start costs
+nothing extra), and a disk cache of what it computed.
 
 Files in a model directory (``style_scorer/``): ``config.json``, ``weights.safetensors`` (the LoRA
 matrices and the head, fp16, about 1.3 MB) and optionally ``known.npz`` (answer text hash ->
@@ -35,6 +36,7 @@ import hashlib
 import json
 import logging
 import random
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -50,6 +52,7 @@ DIR = "style_scorer"
 BASIS_DIR = "register_basis"
 KNOWN = "known.npz"
 TARGETS = ("query", "key", "value", "dense")
+LORA_SCALE = 2.0   # lora_alpha / lora_r
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def _network(cfg: StyleScorerConfig, base_path: str | None):
         hf_logging.set_verbosity(level)
         if bar:
             hf_logging.enable_progress_bar()
-    enc = get_peft_model(enc, LoraConfig(r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, lora_dropout=0.05,
+    enc = get_peft_model(enc, LoraConfig(r=cfg.lora_r, lora_alpha=int(LORA_SCALE * cfg.lora_r), lora_dropout=0.05,
                                          target_modules=list(TARGETS)))
     head = torch.nn.Linear(enc.config.hidden_size, len(cfg.labels))
     return tok, enc, head
@@ -136,6 +139,54 @@ def _pooled_scores(tok, enc, head, texts: Sequence[str], max_len: int, device: s
         h = enc(**x).last_hidden_state
     m = x["attention_mask"].unsqueeze(-1).float()
     return head((h.float() * m).sum(1) / m.sum(1))
+
+
+def _base_encoder(cfg: StyleScorerConfig, base_path: str | None):
+    """(tokenizer, the base encoder without LoRA) in float32, for scoring."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    path = _base_path(cfg, base_path)
+    level, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # the checkpoint's pooler, which mean pooling leaves out, is no news
+    hf_logging.disable_progress_bar()
+    try:
+        return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path, dtype=torch.float32,
+                                                                              add_pooling_layer=False)
+    finally:
+        hf_logging.set_verbosity(level)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+def merge_lora(enc, lora: Mapping[str, object], scaling: float):
+    """``enc`` with each LoRA pair merged into its linear layer, in place: W += scaling * B @ A.
+
+    ``lora`` is peft's state dict (``base_model.model.<module>.lora_A.weight`` and ``lora_B``); this
+    is peft's ``merge_and_unload`` without building a peft model (nor importing peft) per member.
+    Raises when a pair names no linear layer of ``enc``."""
+    import torch
+
+    modules = dict(enc.named_modules())
+    pairs = {k.removesuffix(".lora_A.weight") for k in lora if k.endswith(".lora_A.weight")}
+    if not pairs or len(lora) != 2 * len(pairs):
+        raise ValueError(f"style scorer: LoRA tensors are not A/B pairs ({sorted(lora)[:3]})")
+    with torch.no_grad():
+        for name in sorted(pairs):
+            module = modules.get(name.removeprefix("base_model.model."))
+            b = lora.get(f"{name}.lora_B.weight")
+            if not isinstance(module, torch.nn.Linear) or b is None:
+                raise ValueError(f"style scorer: the LoRA weights do not fit the encoder ({name})")
+            module.weight += (b.float() @ lora[f"{name}.lora_A.weight"].float()) * scaling
+    return enc
+
+
+def _pooled(enc, head, x):
+    """Head over the mean of the tokens' last hidden states (padding left out); ``x`` the tokenizer's batch."""
+    h = enc(**x).last_hidden_state
+    m = x["attention_mask"].unsqueeze(-1).float()
+    return head((h * m).sum(1) / m.sum(1))
 
 
 class StyleScorer:
@@ -166,45 +217,52 @@ class StyleScorer:
 
     # -- scoring -----------------------------------------------------------------------------------
     def _model(self):
-        """(tokenizer, [(merged encoder, head) per member])."""
+        """(tokenizer, [(merged encoder, head) per member]): the base encoder is read once and each
+        member's LoRA merged into a copy of it (``merge_lora``), as peft's ``merge_and_unload`` would."""
         if self._net is None:
-            from peft import set_peft_model_state_dict
+            import copy
 
+            import torch
+
+            tok, base = _base_encoder(self.cfg, self.base_path)
             nets = []
             for i in range(self.cfg.members):
-                tok, enc, head = _network(self.cfg, self.base_path)
                 state = _member_state(self.state, i)
-                lora = {k[len("lora."):]: v.float() for k, v in state.items() if k.startswith("lora.")}
-                result = set_peft_model_state_dict(enc, lora)
-                bad = getattr(result, "unexpected_keys", None) or ([] if lora else ["no LoRA tensors"])
-                if bad:
-                    raise ValueError(f"style scorer: member {i}'s weights do not fit the encoder ({bad[:3]})")
+                lora = {k[len("lora."):]: v for k, v in state.items() if k.startswith("lora.")}
+                if not lora:
+                    raise ValueError(f"style scorer: member {i}'s weights do not fit the encoder (no LoRA tensors)")
+                enc = merge_lora(copy.deepcopy(base), lora, LORA_SCALE)
+                head = torch.nn.Linear(base.config.hidden_size, len(self.cfg.labels))
                 head.load_state_dict({k[len("head."):]: v.float() for k, v in state.items() if k.startswith("head.")})
-                nets.append((enc.merge_and_unload().eval(), head.eval()))
+                nets.append((enc.eval(), head.eval()))
             self._net = (tok, nets)
         return self._net
 
     def compute(self, texts: Sequence[str], batch: int = 32, device: str = "cpu") -> np.ndarray:
-        """Scores by the network, ignoring the tables (in batches of texts of similar length)."""
+        """Scores by the network, ignoring the tables.
+
+        Each text is tokenized once for every member, and batches hold texts of similar token counts,
+        padded to the longest of the batch: the encoder's cost is its tokens, so sorting by tokens
+        rather than characters leaves less padding to read. On 2 CPU cores the encoder passes are
+        nearly all of the cost of a new answer (``scripts/bench_add_model.py``)."""
         out = np.zeros((len(texts), len(self.cfg.labels)), np.float32)
         if not texts:
             return out
         import torch
+        from tqdm.auto import tqdm
 
         tok, nets = self._model()
         for enc, head in nets:
             enc.to(device)
             head.to(device)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        from tqdm.auto import tqdm
-
+        ids = tok(list(texts), truncation=True, max_length=self.cfg.max_len)["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
         with torch.inference_mode():
             for s in tqdm(range(0, len(order), batch), desc="style scores", unit="batch",
                           disable=len(order) < 4 * batch):
                 idx = order[s:s + batch]
-                part = [texts[i] for i in idx]
-                out[idx] = sum(_pooled_scores(tok, enc, head, part, self.cfg.max_len, device).cpu().numpy()
-                               for enc, head in nets) / len(nets)
+                x = tok.pad({"input_ids": [ids[i] for i in idx]}, return_tensors="pt").to(device)
+                out[idx] = sum(_pooled(enc, head, x) for enc, head in nets).cpu().numpy() / len(nets)
         return out
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
@@ -224,9 +282,10 @@ class StyleScorer:
                 out[i] = hit
         if todo:
             uniq = list(dict.fromkeys(texts[i] for i in todo))
-            if len(uniq) > 100:
-                log.info("style scorer: scoring %d new answers on the CPU", len(uniq))
+            wall, cpu = time.perf_counter(), time.process_time()
             fresh = dict(zip(uniq, self.compute(uniq)))
+            log.info("%s: %d new answers, %d encoder passes each, in %.1fs (CPU %.1fs)", self.dir, len(uniq),
+                     self.cfg.members, time.perf_counter() - wall, time.process_time() - cpu)
             for i in todo:
                 out[i] = fresh[texts[i]]
             cache.update((text_key(t), s) for t, s in fresh.items())

@@ -167,16 +167,17 @@ class LeaderboardService:
         grid = data.grid(baseline, models, tuple(q.id for q in data.benchmark.queries))
         return data.pair_texts(grid, baseline)
 
-    def prepare(self, benchmark: str, judge: str, progress: Progress | None = None) -> Judge:
+    def prepare(self, benchmark: str, judge: str, progress: Progress | None = None, quality: bool = True) -> Judge:
         """Let ``judge`` precompute what it reads of ``benchmark``'s answers (``judge.prepare``, when it
         has one), as the first board would: ``usl data add-model`` calls it so that the new model's
         answers are read once, there, with progress, and not by the next board. It goes the way every
         board starts (``_board_context``), so what a judge reads ahead of a board it reads here. A judge
-        with a quality reading (``default``) also reads the pairs it has no stored reading of."""
+        with a quality reading (``default``) also reads the pairs it has no stored reading of, unless
+        ``quality`` is False (the caller reads them itself, with a progress of its own)."""
         spec = LeaderboardSpec(benchmark=benchmark, judge=judge)
         prepared = self._board_context(spec, progress)[1]
         reading = getattr(prepared, "quality", None)
-        if reading is not None:
+        if reading is not None and quality:
             reading.readings(*self.pair_texts(spec), progress=progress)
         return prepared
 
