@@ -4,9 +4,12 @@ changed from the default; then refine the board with the shipped transformer CRM
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
+
 import pytest
 
-from server_real import CODING_ORDER, DEFAULT_ORDER, WIN_RATES, make_tiny, usl_serve
+from server_real import CODING_ORDER, DEFAULT_ORDER, WIN_RATES, make_tiny, serve_output, usl_serve
 from test_browser import SHOTS, board, wait_for_view
 
 pytestmark = pytest.mark.browser
@@ -83,6 +86,12 @@ def test_the_page_says_how_the_default_judge_reads_each_criterion(page, tmp_path
     home = tmp_path_factory.mktemp("home-default")
     make_tiny(home)
     with usl_serve(home, "--benchmark", "tiny", "--judge", "default") as url:
+        # the first board has the quality reader read the 48 (answer, baseline) pairs, a minute or more
+        # on a busy machine: asked for here, so that the page finds it ready
+        try:
+            urllib.request.urlopen(url + "/api/leaderboard", timeout=600).read()
+        except urllib.error.HTTPError as e:
+            raise AssertionError(e.read().decode()[:2000] + serve_output(home)[-3000:]) from e
         page.goto(url)
         wait_for_view(page, "default")
         page.fill("#likes", "I prefer answers that are factually right.\nBe brief.")

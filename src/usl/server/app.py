@@ -53,6 +53,10 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if cfg.warm:
+            # transformers' lazy imports are not thread-safe: a request's thread and the warm-up's
+            # importing at once fail with "cannot import name 'AutoModel'". Import once, here, first.
+            from transformers import AutoModel, AutoTokenizer  # noqa: F401
+
             await boards.warm()
         yield
         boards.jobs.shutdown()
