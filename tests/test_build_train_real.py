@@ -62,7 +62,7 @@ def test_eval_files_and_manifest(built):
 
 
 def test_no_board_query_in_the_register_answers_we_wrote():
-    """configs/register_answers.jsonl (answers written in named registers, `usl train-style --registers`) is
+    """configs/register_answers.jsonl (answers written in named registers, `usl train-style --aux-registers`) is
     training data too: its queries are DSP training queries, none of them a board query."""
     from pathlib import Path
 

@@ -329,20 +329,20 @@ def test_train_style_joins_answers_written_in_registers_to_their_query_and_names
     from usl.cli import app
 
     _, written, train, regs = _written_registers(tmp_path)
-    out = tmp_path / "basis"
+    out = tmp_path / "aux"
     args = ["train-style", "--train", str(train), "--base", base, "--epochs", "1", "--folds", "2", "--lora-r", "2",
             "--max-len", "32"]
-    r = CliRunner().invoke(app, args + ["--registers", str(regs), "--out", str(out)])
+    r = CliRunner().invoke(app, args + ["--aux-registers", str(regs), "--out", str(out)])
     assert r.exit_code == 0, r.output
     report = json.loads(r.output[r.output.index('{"out"'):])
-    assert report["labels"] == list(LABELS) + ["register_humorous", "register_news"]
+    assert report["labels"] == list(LABELS)                   # the registers' heads are dropped after training
     assert (report["register_answers"], report["register_queries_joined"]) == (3, 1)
     assert report["queries"] == len(TOPICS) + 1  # the new query's two answers make a group of their own
-    assert StyleScorer.load(out).names[-1] == "style_register_news"
+    assert StyleScorer.load(out).names == ("style_domain_academy", "style_domain_business")
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(written[0]) + "\n" + json.dumps({"query": "q", "register": "news"}) + "\n")
-    r = CliRunner().invoke(app, args + ["--registers", str(bad), "--out", str(tmp_path / "b2")])
+    r = CliRunner().invoke(app, args + ["--aux-registers", str(bad), "--out", str(tmp_path / "b2")])
     assert r.exit_code == 2 and "bad.jsonl:2" in r.output and "'answer'" in r.output
     assert not (tmp_path / "b2").exists()
 
@@ -365,35 +365,6 @@ def test_a_scorer_keeps_some_heads_with_their_scores_unchanged(fitted, base, tmp
         scorer.only(("domain_poetry",))
     with pytest.raises(ValueError, match="cannot keep"):
         scorer.only(())
-
-
-def test_train_style_learns_registers_beside_the_styles_and_drops_their_heads(tmp_path, base):
-    from typer.testing import CliRunner
-
-    from usl.cli import app
-
-    rows, written, train, regs = _written_registers(tmp_path)
-    args = ["train-style", "--train", str(train), "--base", base, "--epochs", "1", "--folds", "2", "--lora-r", "2",
-            "--max-len", "32", "--known", str(train)]
-    r = CliRunner().invoke(app, args + ["--registers", str(regs), "--out", str(tmp_path / "all")])
-    assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(app, args + ["--aux-registers", str(regs), "--out", str(tmp_path / "aux")])
-    assert r.exit_code == 0, r.output
-    report = json.loads(r.output[r.output.index('{"out"'):])
-    assert report["labels"] == list(LABELS) and report["registers_dropped"]
-    assert report["queries"] == len(TOPICS) + 1  # trained on the registers as --registers is
-    every, aux = (StyleScorer.load(tmp_path / d, base_path=base) for d in ("all", "aux"))
-    assert aux.names == ("style_domain_academy", "style_domain_business")
-    texts = [w["answer"] for w in written] + [rows[0]["model_a"][-1]["content"]]
-    np.testing.assert_allclose(aux.compute(texts), every.compute(texts)[:, :2], atol=1e-5)  # the same network
-    k = text_key(texts[-1])
-    np.testing.assert_allclose(aux.known[k], every.known[k][:2], atol=1e-5)
-    held = read_table(tmp_path / "aux" / "heldout.npz", 2)  # cross-fitted scores, the styles' columns
-    np.testing.assert_allclose(held[k], read_table(tmp_path / "all" / "heldout.npz", 4)[k][:2], atol=1e-6)
-
-    r = CliRunner().invoke(app, args + ["--registers", str(regs), "--aux-registers", str(regs),
-                                        "--out", str(tmp_path / "both")])
-    assert r.exit_code == 2 and "one of the two" in r.output and not (tmp_path / "both").exists()
 
 
 def test_the_style_carry_keeps_whole_text_keys_the_scorers_tokens_and_only_the_styled_pairs(tmp_path):

@@ -158,13 +158,9 @@ def train_style_command(
                                         "whose criteria family starts with --prefix are the styled answers."),
         out: str = typer.Option("artifacts/style-scorer", "--out", help="Output directory."),
         prefix: str = typer.Option("domain_", help="Criteria families that name an answer's style."),
-        registers: List[str] = typer.Option([], "--registers", help="Answers written in named registers (JSONL: "
-                                            "query, register, answer; e.g. configs/register_answers.jsonl), "
-                                            "labelled register_<register> beside the styles of --train's "
-                                            "answers to the same query: a register basis for `usl train-fast "
-                                            "--register-basis`; repeatable."),
         aux_registers: List[str] = typer.Option([], "--aux-registers", help="Answers written in named registers "
-                                                "(the --registers format), learned beside --train's styles with "
+                                                "(JSONL: query, register, answer; e.g. "
+                                                "configs/register_answers.jsonl), learned beside --train's styles with "
                                                 "a head each and dropped after training: the saved scorer "
                                                 "scores the styles alone, having learned them against other "
                                                 "registers too; repeatable."),
@@ -200,9 +196,9 @@ def train_style_command(
 
         t0 = time.time()
         if combine:
-            if train or registers or aux_registers or known or score:
-                raise ValueError("--combine joins fitted scorers: it takes no --train, --registers, "
-                                 "--aux-registers, --known or --score")
+            if train or aux_registers or known or score:
+                raise ValueError("--combine joins fitted scorers: it takes no --train, --aux-registers, --known "
+                                 "or --score")
             from usl.crm.style_scorer import combine_dirs
 
             scorer = combine_dirs(combine, out)
@@ -219,13 +215,10 @@ def train_style_command(
             raise ValueError(f"no pairs with a criteria family starting with {prefix!r} in {', '.join(train)}")
         styles = tuple(sorted({label for g in by_query.values() for label in g}))
         n_registers = n_joined = 0
-        if registers and aux_registers:
-            raise ValueError("--registers keeps the registers' heads (a register basis), --aux-registers drops "
-                             "them: give one of the two")
-        if registers or aux_registers:
+        if aux_registers:
             from usl.crm.style_scorer import read_register_answers
 
-            for f in registers or aux_registers:
+            for f in aux_registers:
                 for q, written in read_register_answers(f).items():
                     n_registers += len(written)
                     n_joined += q in by_query
@@ -264,7 +257,7 @@ def train_style_command(
             (o / "scores.npz").unlink()
         report = {"out": out, "labels": list(cfg.labels), "queries": len(groups),
                   "register_answers": n_registers, "register_queries_joined": n_joined,
-                  "registers_dropped": bool(aux_registers), "heldout": len(held),
+                  "heldout": len(held),
                   "known": len(tables["known"]), "scored": len(tables["score"]), "device": device,
                   "seconds": round(time.time() - t0, 1)}
         (o / "training.json").write_text(json.dumps(report | {"train": list(train)}, indent=2))

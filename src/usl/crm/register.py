@@ -170,7 +170,7 @@ def fit_register(groups: Sequence[Mapping[str, str]], cfg: RegisterConfig,
 
 class RegisterStack:
     """The answer scorers a fast CRM reads, side by side: the n-gram register scorer's scores, then
-    the style scorer's (``style_scorer.py``), then the register basis's, each where the model has one."""
+    the style scorer's (``style_scorer.py``), where the model has one."""
 
     def __init__(self, parts: Sequence):
         if not parts:

@@ -49,7 +49,6 @@ from usl.crm.register import weights_fingerprint
 log = logging.getLogger(__name__)
 
 DIR = "style_scorer"
-BASIS_DIR = "register_basis"
 KNOWN = "known.npz"
 TARGETS = ("query", "key", "value", "dense")
 LORA_SCALE = 2.0   # lora_alpha / lora_r
@@ -358,31 +357,6 @@ class StyleScorer:
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{d}: unreadable style scorer ({e}); retrain it with `usl train-style`") from e
         return cls(cfg, state, base_path=base_path, known=known)
-
-
-class RegisterBasis(StyleScorer):
-    """A style scorer fitted on many registers: DSP's domain styles and those of the answers we wrote
-    ourselves (``configs/register_answers.jsonl``: humorous, news report, legal, for children, ...),
-    by ``usl train-style --registers``. The fast CRM reads it for a criterion that asks for a register
-    no scorer knows (``fast_model.py``): the mean of an answer's standardised scores says how strongly
-    it is written in some register rather than in none, which carries over to registers it never saw
-    (``MODEL_CARD.md``). Saved in a model directory as ``register_basis/``; its features are
-    ``basis_<label>``, after every trained one."""
-
-    dir = BASIS_DIR
-    prefix = "basis_"
-
-    @classmethod
-    def of(cls, scorer: StyleScorer) -> RegisterBasis:
-        """A fitted style scorer as a basis: it must know written registers, and have a known table (a
-        board's answers) for the fast CRM to standardise its scores with."""
-        if not any(label.startswith("register_") for label in scorer.cfg.labels):
-            raise ValueError(f"its style scorer knows no written register ({', '.join(scorer.cfg.labels)}); train "
-                             "it with `usl train-style --registers configs/register_answers.jsonl`")
-        if len(scorer.known) < 2:
-            raise ValueError("its style scorer has no known table to standardise its scores with; train it with "
-                             "`usl train-style --known` (a board's answers)")
-        return cls(scorer.cfg, scorer.state, base_path=scorer.base_path, known=scorer.known)
 
 
 def write_table(path: Path, table: Mapping[bytes, np.ndarray]) -> None:
