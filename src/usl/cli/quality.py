@@ -83,9 +83,7 @@ def fit_gate_cmd(
         if report_out:
             import json
 
-            from usl.judges.registry import load_judge as _load
-
-            report = {"judge": _load(f"fast:{folder}" if weights else "default").identity,
+            report = {"judge": load_judge(f"fast:{folder}" if weights else "default").identity,
                       "source": "usl quality fit-gate: each pair judged by the gate fitted on the other half of the "
                                 "criteria wordings; inputs " + ", ".join(info["fast_predictions"] + info["quality_predictions"]),
                       "by_file": {f: {"n": r["n"], "accuracy": r["gate"]} for f, r in gate.fitted_on["cross_fit"].items()},

@@ -138,10 +138,10 @@ def fit(library: Library, encode: Callable[[list[str]], np.ndarray], *, seed: in
     ids = {k: i for i, k in enumerate(kinds)}
     x = np.asarray(encode([t for t, _ in train]), dtype=np.float64)
     w = fit_weights(x, np.array([ids[k] for _, k in train]), len(kinds), l2=l2)
-    model = KindModel(kinds, tuple(tuple(float(v) for v in row) for row in w), {}, {})
-    p = model.probabilities(np.asarray(encode([t for t, _ in held]), dtype=np.float64))
+    weights = tuple(tuple(float(v) for v in row) for row in w)
+    p = KindModel(kinds, weights, {}, {}).probabilities(np.asarray(encode([t for t, _ in held]), dtype=np.float64))
     right = np.array([kinds[i] for i in p.argmax(1)]) == np.array([k for _, k in held])
     per_kind = {k: round(float(right[[kk == k for _, kk in held]].mean()), 3) for k in kinds}
     fitted_on = {"train_wordings": len(train), "held_out_wordings": len(held), "seed": seed, "l2": l2,
                  "held_out_accuracy": round(float(right.mean()), 3), "held_out_accuracy_by_kind": per_kind}
-    return KindModel(kinds, model.w, {}, fitted_on)
+    return KindModel(kinds, weights, {}, fitted_on)
