@@ -14,7 +14,7 @@
 EXPORT and S.npz are ``scripts/crm_fidelity.py``'s answers export and scores. Accuracy on
 preference files is ``usl eval --judge crm-factored --data FILE``.
 
-Shipped with the CRM (``src/usl/crm/weights/crm-minilm-span/factored``), made by::
+Shipped with the CRM (``src/usl/weights/crm-minilm-span/factored``), made by::
 
     python scripts/crm_fidelity.py export --split board --out board.json.gz
     python scripts/factored_crm.py contexts --out DIR/contexts.json
@@ -122,10 +122,10 @@ def bank(args) -> None:
     if z["cells"].tolist() != [list(c) for c in cells] or \
             z["query_ids"].tolist() != [str(q["id"]) for q in data["queries"]]:
         raise SystemExit(f"{args.vectors} was not made from {args.answers} (other pairs)")
-    from usl.crm import shipped_weights
+    from usl.weights import shipped
     from usl.judges.crm import SHIPPED
 
-    version = weights_version(model_dir_of(args.crm or shipped_weights(SHIPPED)))
+    version = weights_version(model_dir_of(args.crm or shipped(SHIPPED)))
     if str(z["version"]) != version:
         raise SystemExit(f"{args.vectors} was read with CRM weights {z['version']}, not {version}")
     v = PairVectors(*(z[k].astype(np.float32) for k in ("d_ab", "d_ba", "q", "dl")))

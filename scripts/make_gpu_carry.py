@@ -14,7 +14,7 @@ have seen is lost; dev subsampled to ``--dev-n``), and ``eval/*.jsonl.gz`` unles
     python scripts/make_gpu_carry.py --style board.json --data artifacts/data-full --out artifacts/gpu_s
 
 packs instead what ``usl train-style`` needs there (section "Recipe" of
-``src/usl/crm/weights/fast-crm/MODEL_CARD.md``), in two folders each of which fits beside the
+``src/usl/weights/fast-crm/MODEL_CARD.md``), in two folders each of which fits beside the
 tree: ``a/`` holds the training pairs whose criteria family starts with ``--prefix`` (the styled
 answers: all the scorer trains on), ``board.json.xz`` (the ``--style`` answers, for ``--known``) and
 ``score.json.xz`` (every answer of ``train.jsonl`` and ``dev.jsonl``, for ``--score``), both as

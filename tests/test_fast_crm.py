@@ -417,10 +417,10 @@ def test_weights_read_with_another_criteria_lexicon_are_refused(tmp_path, monkey
 
 
 def test_the_shipped_weights_match_this_codes_lexicon_and_record_their_recipe():
-    from usl.crm import shipped_weights
+    from usl.weights import shipped
     from usl.crm.fast_train import FastTrainConfig
 
-    cfg = json.loads((shipped_weights("fast-crm") / "config.json").read_text())
+    cfg = json.loads((shipped("fast-crm") / "config.json").read_text())
     assert cfg["lexicon_fingerprint"] == lexicon_fingerprint()
     recipe = FastTrainConfig.from_yaml(Path(__file__).resolve().parents[1] / "configs" / "fast_crm.yaml")
     assert cfg["extra"]["recipe"] == recipe.to_dict()

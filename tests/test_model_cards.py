@@ -10,7 +10,7 @@ import pytest
 from usl.crm.card import BEGIN, END, eval_table, render_table
 
 ROOT = Path(__file__).resolve().parents[1]
-CARDS = sorted((ROOT / "src/usl/crm/weights").glob("*/MODEL_CARD.md"))
+CARDS = sorted((ROOT / "src/usl/weights").glob("*/MODEL_CARD.md"))
 
 
 def test_table_has_a_column_per_report_and_a_row_per_file_in_first_seen_order():

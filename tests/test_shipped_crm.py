@@ -25,7 +25,7 @@ def judge():
 
 
 def test_shipped_files_name_the_packaged_backbone():
-    d = Path(str(resources.files("usl.crm").joinpath("weights", "crm-minilm-span")))
+    d = Path(str(resources.files("usl.weights").joinpath("crm-minilm-span")))
     meta = json.loads((d / "crm.json").read_text())
     assert meta["backbone"] == "minilm-l6" and meta["head"] == "span" and meta["order_average"] is True
     assert (d / "MODEL_CARD.md").is_file() and (d / "span_head.safetensors").is_file()

@@ -147,10 +147,10 @@ def test_merging_lora_that_fits_no_layer_is_named(fitted, base):
 
 def test_the_shipped_style_scorer_matches_peft_merged_networks():
     """The default judge's style scorer (four members), on the packaged MiniLM."""
-    from usl.crm import shipped_weights
+    from usl.weights import shipped
 
     texts = _answers_of_many_lengths() + [" ".join(["word"] * 400)]
-    scorer = StyleScorer.load(shipped_weights("fast-crm"))
+    scorer = StyleScorer.load(shipped("fast-crm"))
     np.testing.assert_allclose(scorer.compute(texts, batch=3), _peft_scores(scorer, texts, batch=3), atol=1e-4)
 
 

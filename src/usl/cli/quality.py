@@ -96,10 +96,10 @@ def _weights_and_encoder(weights: str):
     """The fast CRM's weights folder (default: the shipped one) and its criteria encoder."""
     from pathlib import Path
 
-    from usl.crm import shipped_weights
+    from usl.weights import shipped
     from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
 
-    folder = Path(weights) if weights else shipped_weights("fast-crm")
+    folder = Path(weights) if weights else shipped("fast-crm")
     adapter = folder / ADAPTER_DIR
     return folder, CriteriaEncoder(adapter if adapter.exists() else None)
 

@@ -58,9 +58,9 @@ class LengthWish:
 @functools.lru_cache(maxsize=1)
 def shipped_length_reader() -> CriterionReader:
     """The default judge's length reader (loaded once a process; its MiniLM is loaded on first read)."""
-    from usl.crm import shipped_weights
+    from usl.weights import shipped
 
-    reader = CriterionReader.load(shipped_weights("fast-crm"), "length")
+    reader = CriterionReader.load(shipped("fast-crm"), "length")
     if reader is None:
         raise FileNotFoundError("the shipped fast CRM has no length_reader/")
     return reader

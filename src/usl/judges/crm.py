@@ -60,9 +60,9 @@ SHIPPED = "crm-minilm-span"
 @register("crm")
 def _crm(arg: str | None = None, *, device: str | None = None, home: str | None = None,
          batch_size: int | None = None, **_) -> CRMJudge:
-    from usl.crm import shipped_weights
+    from usl.weights import shipped
     from usl.crm.inference import model_dir_of
 
-    arg = arg or str(shipped_weights(SHIPPED))
+    arg = arg or str(shipped(SHIPPED))
     model_dir_of(arg)  # fail fast on a wrong path
     return CRMJudge(path=arg, device=device, home=home, batch_size=batch_size)

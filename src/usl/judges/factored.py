@@ -287,12 +287,12 @@ class FactoredJudge:
 @register("crm-factored")
 def _crm_factored(arg: str | None = None, *, home: str | None = None, device: str | None = None,
                   batch_size: int | None = None, contexts: int | None = None, **_) -> FactoredJudge:
-    from usl.crm import shipped_weights
+    from usl.weights import shipped
     from usl.crm.factored import FACTORED_DIR
     from usl.crm.inference import model_dir_of
     from usl.judges.crm import SHIPPED
 
-    d = model_dir_of(arg or str(shipped_weights(SHIPPED)))    # fail fast on a wrong path
+    d = model_dir_of(arg or str(shipped(SHIPPED)))    # fail fast on a wrong path
     for f in ("basis.npz", "contexts.json"):
         if not (d / FACTORED_DIR / f).is_file():
             raise FileNotFoundError(f"{d}: no {FACTORED_DIR}/{f}; crm-factored needs it beside the CRM (make it "

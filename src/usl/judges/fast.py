@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from usl import paths
-from usl.crm import shipped_weights
 from usl.crm.answer_bank import AnswerBank, Progress
 from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
 from usl.crm.criterion_kinds import KindModel
@@ -28,6 +27,7 @@ from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.crm.static_embed import StaticEmbedder
 from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
+from usl.weights import shipped
 from usl.types import Criteria, CriterionReading
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class FastJudge:
 
     def __init__(self, weights: str | Path | None = None, home: str | None = None, name: str = "fast",
                  quality: str = ""):
-        self.weights = Path(weights) if weights else shipped_weights(DEFAULT_WEIGHTS)
+        self.weights = Path(weights) if weights else shipped(DEFAULT_WEIGHTS)
         if not (self.weights / "model.safetensors").exists():
             raise FileNotFoundError(f"no fast CRM weights in {self.weights}")
         self.name = name
