@@ -32,7 +32,7 @@ import json
 
 import numpy as np
 
-from usl.crm.criterion_reader import DOMAIN
+from usl.fast.criterion_reader import DOMAIN
 from usl.data.paper_jsonl import read_samples
 from usl.evaluation.report import family_of, judge_samples, subsample
 from usl.judges.registry import load_judge

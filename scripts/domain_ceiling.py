@@ -10,7 +10,7 @@ these answers. Queries missing one of the styles are left out.
 
     python scripts/domain_ceiling.py --eval artifacts/data-full/eval/domain_style.jsonl [--contextual]
 
-The last probe is the fast CRM's register scorer (``usl.crm.register``, hashed word and character
+The last probe is the fast CRM's register scorer (``usl.fast.register``, hashed word and character
 n-grams, one scorer per style trained pairwise within a query), fitted the same way.
 
 ``--contextual`` adds the probe on all-MiniLM-L6-v2 sentence embeddings (256 tokens; about a
@@ -245,7 +245,7 @@ def main(argv=None) -> None:
         logp = clf.predict_log_proba(vec.transform(test_texts)).reshape(-1, 4, 4)
         acc, per = pairwise_accuracy(logp)
         print(f"{name}: {acc:.3f} {per}")
-    from usl.crm.register import RegisterConfig, fit_register
+    from usl.fast.register import RegisterConfig, fit_register
 
     groups = [dict(zip(STYLES, texts[4 * i:4 * i + 4])) for i in np.flatnonzero(~is_test)]
     scorer, _ = fit_register(groups, RegisterConfig(labels=STYLES))

@@ -1,4 +1,4 @@
-"""How well the product's one reading of length intent (``usl.crm.length_intent``) reads criteria its
+"""How well the product's one reading of length intent (``usl.fast.length_intent``) reads criteria its
 length reader never trained on.
 
 Each wordings file (``configs/length_wordings``, ``configs/domain_wordings``) labels its criteria by
@@ -21,8 +21,8 @@ import argparse
 import json
 from pathlib import Path
 
-from usl.crm.criterion_reader import LENGTH, CriterionReader, read_wordings
-from usl.crm.length_intent import read_wishes, shipped_length_reader
+from usl.fast.criterion_reader import LENGTH, CriterionReader, read_wordings
+from usl.fast.length_intent import read_wishes, shipped_length_reader
 
 SIDE = {1: "shorter", 2: "longer"}
 

@@ -31,10 +31,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from usl.crm.criteria_lexicon import LEXICON_AXES, lexicon_matrix
-from usl.crm.criterion_reader import (LENGTH, CriterionReader, ReaderConfig, _head, direction_accuracy,
+from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
+from usl.fast.criterion_reader import (LENGTH, CriterionReader, ReaderConfig, _head, direction_accuracy,
                                       library_wordings, read_wordings, training_examples)
-from usl.crm.fast_model import split_sign
+from usl.fast.model import split_sign
 from usl.types import DataError
 
 

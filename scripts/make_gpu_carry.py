@@ -145,8 +145,8 @@ def pack_style_inputs(data: Path, known: Path, out: Path, prefix: str = "domain_
     checked before anything is written: a bad one leaves ``out`` as it was."""
     from transformers import AutoTokenizer
 
-    from usl.crm.commands import _texts_file
-    from usl.crm.style_scorer import reading_prefix
+    from usl.fast.commands import _texts_file
+    from usl.fast.style_scorer import reading_prefix
     from usl.data.embed import encoder_path
 
     tables = {}

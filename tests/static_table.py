@@ -1,6 +1,6 @@
 """One static-embedding table per test process, copied into each data directory that needs one.
 
-The fast CRM embeds answers with a table distilled from MiniLM (``usl.crm.static_embed``), built on
+The fast CRM embeds answers with a table distilled from MiniLM (``usl.fast.static_embed``), built on
 first use in a data directory: 20 s on an idle 2-core CPU, minutes on a busy one. Tests that run the
 shipped default judge in fresh data directories build it once here and copy it in.
 """
@@ -18,7 +18,7 @@ _built: Path | None = None
 
 def seed_static_table(home: str | Path) -> None:
     global _built
-    from usl.crm.static_embed import _table_path, build_table
+    from usl.fast.static_embed import _table_path, build_table
 
     if _built is None:
         path = _table_path(Path(tempfile.mkdtemp(prefix="usl-static-")))

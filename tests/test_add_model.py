@@ -175,7 +175,7 @@ def test_the_default_judge_reads_only_the_new_answers(home, tmp_path):
 def test_answer_cache_segments_merge_and_keep_every_answer(tmp_path):
     """Each preload of new answers writes a segment; past MAX_SEGMENTS they are merged into one, and a
     new bank finds every answer again, rows unchanged (the arrays are set here, not embedded)."""
-    from usl.crm.answer_bank import MAX_SEGMENTS, AnswerBank
+    from usl.fast.answer_bank import MAX_SEGMENTS, AnswerBank
 
     def bank():
         return AnswerBank(static=None, cache_dir=tmp_path)

@@ -66,7 +66,7 @@ def test_no_board_query_in_the_register_answers_we_wrote():
     training data too: its queries are DSP training queries, none of them a board query."""
     from pathlib import Path
 
-    from usl.crm.style_scorer import read_register_answers
+    from usl.fast.style_scorer import read_register_answers
 
     answers = read_register_answers(Path(__file__).parents[1] / "configs" / "register_answers.jsonl")
     assert len(answers) >= 100 and all(len(g) == 5 for g in answers.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from usl.crm import criterion_kinds as ck
+from usl.fast import criterion_kinds as ck
 from usl.data.criteria import load_library
 from usl.types import DataError
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from crm_fixtures import STYLE_TOPICS, domain_rows
-from usl.crm.criterion_reader import (
+from usl.fast.criterion_reader import (
     LENGTH,
     CriterionReader,
     ReaderConfig,
@@ -121,8 +121,8 @@ def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it
     from typer.testing import CliRunner
 
     from usl.cli import app
-    from usl.crm.fast_model import FastCRM, criteria_inputs
-    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.fast.model import FastCRM, criteria_inputs
+    from usl.fast.train import FastTrainConfig, train_fast
     from usl.judges.fast import FastJudge
 
     toy = _toy(tmp_path)
@@ -177,7 +177,7 @@ def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it
 
 def _tiny_crm(tmp_path: Path, name: str = "model", **readers: str) -> tuple[Path, Path, Path]:
     """A fast CRM trained for one epoch on toy domain pairs with the given readers: (home, train file, model)."""
-    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.fast.train import FastTrainConfig, train_fast
 
     home, train, model_dir = tmp_path / "home", tmp_path / "train.jsonl", tmp_path / name
     train.write_text("".join(json.dumps(row) + "\n" for row in domain_rows(STYLE_TOPICS[:8])))
@@ -208,7 +208,7 @@ STYLES = {
 
 def _domain_reader(tmp_path: Path) -> tuple[CriterionReader, Path]:
     """A domain reader fitted on the toy wordings above, saved with its cross-fitted readings."""
-    from usl.crm.criterion_reader import DOMAIN
+    from usl.fast.criterion_reader import DOMAIN
 
     examples = in_reader_frame([(t, DOMAIN.sides[side]) for side, ts in STYLES.items() for t in ts]
                                + [(t, 0) for t in SHORT + NEITHER], "domain")
@@ -237,9 +237,9 @@ def test_domain_wordings_are_read_by_style_and_length_sides_are_none_to_it(tmp_p
 def test_a_domain_reader_ships_with_the_fast_crm_and_the_judge_reads_it(tmp_path):
     import torch
 
-    from usl.crm.criterion_reader import DOMAIN
-    from usl.crm.fast_model import FastCRM, criteria_inputs
-    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.fast.criterion_reader import DOMAIN
+    from usl.fast.model import FastCRM, criteria_inputs
+    from usl.fast.train import FastTrainConfig, train_fast
     from usl.judges.fast import FastJudge
 
     reader, out = _domain_reader(tmp_path)
@@ -280,10 +280,10 @@ def test_the_style_score_prior_favours_the_answer_scored_higher_in_the_style_the
 
     import torch
 
-    from usl.crm.criterion_reader import DOMAIN
-    from usl.crm.fast_model import FastCRM, FastCRMConfig
-    from usl.crm.fast_train import _score_prior
-    from usl.crm.features import FEATURES
+    from usl.fast.criterion_reader import DOMAIN
+    from usl.fast.model import FastCRM, FastCRMConfig
+    from usl.fast.train import _score_prior
+    from usl.fast.features import FEATURES
 
     styles = ("academy", "business", "literature", "plain")
     names = FEATURES + tuple(f"register_domain_{s}" for s in styles) + tuple(f"style_domain_{s}" for s in styles)
@@ -330,9 +330,9 @@ FOUR = {"domain_academy": "Empirical studies of {t} suggest, per the literature,
 
 
 def test_tune_wordings_choose_the_style_score_prior_factor_on_reworded_dev_pairs(tmp_path):
-    from usl.crm.criterion_reader import library_held_out
-    from usl.crm.fast_model import FastCRM
-    from usl.crm.fast_train import FastTrainConfig, _tuning_wordings, train_fast
+    from usl.fast.criterion_reader import library_held_out
+    from usl.fast.model import FastCRM
+    from usl.fast.train import FastTrainConfig, _tuning_wordings, train_fast
 
     rows, families = [], list(FOUR)
     for i, t in enumerate(STYLE_TOPICS[:10]):
@@ -379,8 +379,8 @@ def test_tune_wordings_choose_the_style_score_prior_factor_on_reworded_dev_pairs
 
 
 def test_a_family_held_out_of_the_training_data_is_held_out_of_the_reader_too(tmp_path):
-    from usl.crm.criterion_reader import library_wordings
-    from usl.crm.fast_train import _check_reader_split
+    from usl.fast.criterion_reader import library_wordings
+    from usl.fast.train import _check_reader_split
 
     full = library_wordings(0, "domain")
     held = library_wordings(0, "domain", ["domain_literature"])
@@ -439,7 +439,7 @@ def _probe_script():
 def test_the_length_reader_probe_scores_directions_in_the_users_frame_and_never_trains_on_a_test_wording(tmp_path):
     from types import SimpleNamespace
 
-    from usl.crm.fast_model import split_sign
+    from usl.fast.model import split_sign
 
     probe = _probe_script()
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from usl.crm.criteria_lexicon import LEXICON_AXES, lexicon_features
-from usl.crm.fast_model import FastCRM, FastCRMConfig, split_sign
-from usl.crm.features import FEATURES, features_one
-from usl.crm.lexicon_probe import lexicon_fingerprint
+from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_features
+from usl.fast.model import FastCRM, FastCRMConfig, split_sign
+from usl.fast.features import FEATURES, features_one
+from usl.fast.lexicon_probe import lexicon_fingerprint
 from usl.judges.base import JudgeRequest
 from usl.types import Criteria
 
@@ -201,7 +201,7 @@ def test_lexicon_leaves_ordinary_criteria_alone(text, axis, sign):
 
 
 def test_polarity_reads_phrases_it_has_no_entry_for():
-    from usl.crm.text_polarity import polarity
+    from usl.fast.text_polarity import polarity
     assert polarity("tire me out") < 0 and polarity("are unhelpful") < 0 and polarity("no thanks") < 0
     assert polarity("are perfect") > 0 and polarity("as much as possible") == 0  # "as" is no "ass"
 
@@ -260,7 +260,7 @@ def test_the_length_boost_scales_only_the_length_prior_when_judging_and_training
 
 
 def test_the_length_boost_tuning_keeps_the_smallest_best_factor_that_costs_no_kind_of_guard_pair():
-    from usl.crm import fast_tune as mod
+    from usl.fast import tune as mod
 
     g = lambda human, style: {"all": (human + style) / 2, "human": human, "style": style}  # noqa: E731
     rows = {1.0: (0.90, g(0.60, 0.80)), 2.0: (0.95, g(0.60, 0.80)), 4.0: (0.97, g(0.59, 0.81)),
@@ -292,7 +292,7 @@ def _pairs(n: int) -> list[dict]:
 def test_train_fast_learns_and_round_trips(tmp_path, home):
     from pathlib import Path
 
-    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.fast.train import FastTrainConfig, train_fast
     from usl.judges.fast import FastJudge
 
     train, dev = tmp_path / "train.jsonl", tmp_path / "dev.jsonl"
@@ -356,7 +356,7 @@ def test_a_model_from_an_older_version_fails_with_a_clear_error(tmp_path):
 
 
 def test_rewording_draws_only_wordings_of_the_same_family_and_keeps_signs():
-    from usl.crm.fast_train import FastTrainConfig, _Encoded, _family_wordings, _noisy
+    from usl.fast.train import FastTrainConfig, _Encoded, _family_wordings, _noisy
 
     # criteria ids 0-2 belong to family "concise" (2 is a dislike), 3-4 to "formal"
     enc = _Encoded(a=np.zeros(4, np.int64), b=np.ones(4, np.int64), y=np.ones(4, np.float32),
@@ -381,14 +381,14 @@ def test_rewording_draws_only_wordings_of_the_same_family_and_keeps_signs():
 
 @pytest.mark.parametrize("field", ["reword_prob", "add_prob", "drop_prob"])
 def test_train_fast_rejects_a_probability_outside_0_1(field):
-    from usl.crm.fast_train import FastTrainConfig
+    from usl.fast.train import FastTrainConfig
 
     with pytest.raises(ValueError, match=field):
         FastTrainConfig(**{field: 1.5})
 
 
 def test_weights_read_with_another_criteria_lexicon_are_refused(tmp_path, monkeypatch):
-    from usl.crm import criteria_lexicon, lexicon_probe
+    from usl.fast import criteria_lexicon, lexicon_probe
 
     model = FastCRM(FastCRMConfig(hidden=8, lexicon_fingerprint=lexicon_fingerprint()))
     model.save(tmp_path)
@@ -418,7 +418,7 @@ def test_weights_read_with_another_criteria_lexicon_are_refused(tmp_path, monkey
 
 def test_the_shipped_weights_match_this_codes_lexicon_and_record_their_recipe():
     from usl.weights import shipped
-    from usl.crm.fast_train import FastTrainConfig
+    from usl.fast.train import FastTrainConfig
 
     cfg = json.loads((shipped("fast-crm") / "config.json").read_text())
     assert cfg["lexicon_fingerprint"] == lexicon_fingerprint()
@@ -430,7 +430,7 @@ def test_the_shipped_weights_match_this_codes_lexicon_and_record_their_recipe():
 def test_the_recipe_file_sets_every_key_and_refuses_unknown_ones(tmp_path):
     import yaml
 
-    from usl.crm.fast_train import FastTrainConfig
+    from usl.fast.train import FastTrainConfig
 
     path = Path(__file__).resolve().parents[1] / "configs" / "fast_crm.yaml"
     assert set(yaml.safe_load(path.read_text())) == set(FastTrainConfig.help())   # nothing left to a default

@@ -1,4 +1,4 @@
-"""The one reading of length intent (``usl.crm.length_intent``): the default judge's length reader, which the
+"""The one reading of length intent (``usl.fast.length_intent``): the default judge's length reader, which the
 judge, length control and the contradiction check all read."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from usl.crm.length_intent import length_wish, length_wishes, read_wishes
+from usl.fast.length_intent import length_wish, length_wishes, read_wishes
 from usl.leaderboard.contradictions import find_contradictions
 from usl.leaderboard.service import LeaderboardService
 from usl.leaderboard.types import LeaderboardSpec

@@ -9,7 +9,7 @@ import pytest
 
 from usl.crm.factored import pair_key
 from usl.crm.quality_bank import QualityBank, fill
-from usl.crm.quality_gate import GateSample, QualityGate, cross_fit, decide, fit
+from usl.fast.quality_gate import GateSample, QualityGate, cross_fit, decide, fit
 
 QS, AS, BS = ["q1", "q2", "q3"], ["a1", "a2", "a3"], ["b1", "b2", "b3"]
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from crm_fixtures import STYLE_TOPICS, domain_rows, styled_groups
-from usl.crm.register import RegisterConfig, RegisterScorer, fit_register
+from usl.fast.register import RegisterConfig, RegisterScorer, fit_register
 
 TOPICS = STYLE_TOPICS
 
@@ -45,8 +45,8 @@ def test_fit_register_refuses_no_data():
 
 
 def test_train_fast_fits_a_register_scorer_on_domain_pairs_and_the_judge_uses_it(tmp_path, home):
-    from usl.crm.fast_model import FastCRM
-    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.fast.model import FastCRM
+    from usl.fast.train import FastTrainConfig, train_fast
     from usl.judges.fast import FastJudge
 
     rows = domain_rows(TOPICS)

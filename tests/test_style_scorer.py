@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from crm_fixtures import STYLE_TOPICS, domain_rows, styled_groups
-from usl.crm.style_scorer import (
+from usl.fast.style_scorer import (
     StyleScorer,
     StyleScorerConfig,
     combine_dirs,
@@ -101,7 +101,7 @@ def _peft_scores(scorer: StyleScorer, texts: list[str], batch: int = 32) -> np.n
     import torch
     from peft import set_peft_model_state_dict
 
-    from usl.crm.style_scorer import _member_state, _network, _pooled_scores
+    from usl.fast.style_scorer import _member_state, _network, _pooled_scores
 
     out = np.zeros((len(texts), len(scorer.cfg.labels)), np.float32)
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -244,8 +244,8 @@ def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(
     from typer.testing import CliRunner
 
     from usl.cli import app
-    from usl.crm.fast_model import FastCRM
-    from usl.crm.fast_train import FastTrainConfig, train_fast
+    from usl.fast.model import FastCRM
+    from usl.fast.train import FastTrainConfig, train_fast
     from usl.judges.fast import FastJudge
 
     train = tmp_path / "train.jsonl"
@@ -266,7 +266,7 @@ def test_usl_train_style_then_train_fast_ship_the_scorer_and_the_judge_reads_it(
     scored = read_table(style / "scores.npz", 2)
     assert text_key("A long answer, cut.") in scored and text_key(styled_groups(TOPICS)[0]["domain_academy"]) in scored
 
-    import usl.crm.style_scorer as ss
+    import usl.fast.style_scorer as ss
 
     # a saved scorer names its base by hub id and loads the packaged MiniLM; the tiny one stands in for it
     monkeypatch.setattr(ss, "_base_path", lambda cfg, path: path or base)
@@ -375,7 +375,7 @@ def test_the_style_carry_keeps_whole_text_keys_the_scorers_tokens_and_only_the_s
 
     from transformers import AutoTokenizer
 
-    from usl.crm.commands import _texts_file
+    from usl.fast.commands import _texts_file
     from usl.data.embed import encoder_path
 
     spec = importlib.util.spec_from_file_location("carry", Path(__file__).resolve().parents[1] / "scripts"

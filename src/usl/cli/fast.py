@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
-        from usl.crm.fast_train import FastTrainConfig, train_fast
+        from usl.fast.train import FastTrainConfig, train_fast
 
         with user_errors():
             cfg = FastTrainConfig.from_yaml(config, list(set_))

@@ -16,10 +16,10 @@ def fit_kinds_cmd(
     l2: float = typer.Option(1e-4, min=0.0, help="L2 penalty of the kind classifier."),
 ) -> None:
     """Learn which kind of wish a criterion states (length, style, domain, quality, correctness) from the
-    criteria library's training wordings (usl.crm.criterion_kinds). Run usl quality fit-gate after it."""
+    criteria library's training wordings (usl.fast.criterion_kinds). Run usl quality fit-gate after it."""
     with user_errors():
-        from usl.crm import criterion_kinds
-        from usl.crm.fast_model import split_sign
+        from usl.fast import criterion_kinds
+        from usl.fast.model import split_sign
         from usl.data.criteria import load_library
 
         folder, encoder = _weights_and_encoder(weights)
@@ -43,16 +43,16 @@ def fit_gate_cmd(
     report_out: str = typer.Option("", help="Also write the cross-fitted accuracies as a `usl eval`-style report "
                                             "(by_file, by_family), e.g. for a model card's table."),
 ) -> None:
-    """Learn how much each criterion leans on the quality reading (usl.crm.quality_gate) from pairs with
+    """Learn how much each criterion leans on the quality reading (usl.fast.quality_gate) from pairs with
     both readings, print each file's accuracy cross-fitted over halves of the criteria wordings, and record
     the judge's accuracy on each kind of criterion beside the kind classifier."""
     with user_errors():
         from dataclasses import replace
         from pathlib import Path
 
-        from usl.crm.criterion_kinds import KindModel, reliability_by_kind
-        from usl.crm.fast_model import split_sign
-        from usl.crm.quality_gate import fit_gate, read_predictions, samples_from_predictions
+        from usl.fast.criterion_kinds import KindModel, reliability_by_kind
+        from usl.fast.model import split_sign
+        from usl.fast.quality_gate import fit_gate, read_predictions, samples_from_predictions
         from usl.data.criteria import load_library
         from usl.judges.registry import load_judge
 
@@ -97,7 +97,7 @@ def _weights_and_encoder(weights: str):
     from pathlib import Path
 
     from usl.weights import shipped
-    from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
+    from usl.fast.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
 
     folder = Path(weights) if weights else shipped("fast-crm")
     adapter = folder / ADAPTER_DIR

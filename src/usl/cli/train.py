@@ -12,7 +12,8 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from usl.crm.commands import train_command, train_reader_command, train_style_command
+    from usl.crm.commands import train_command
+    from usl.fast.commands import train_reader_command, train_style_command
 
     app.command("train")(train_command)
     app.command("train-style")(train_style_command)

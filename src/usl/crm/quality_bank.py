@@ -187,7 +187,7 @@ def judge_readings(judge, queries: Sequence[str], answers_a: Sequence[str], answ
 
 
 class QualityReading:
-    """The quality term of a judge: its gate (``quality_gate.py``), the reader it was fitted for, and
+    """The quality term of a judge: its gate (``usl.fast.quality_gate``), the reader it was fitted for, and
     that reader's stored readings (every ``bank-*.npz`` beside the reader's weights, then this machine's).
     Pairs not stored are read on demand by the reader itself and stored: the bank is a cache of the
     reader, never another model."""
@@ -215,7 +215,7 @@ class QualityReading:
 
     @classmethod
     def for_weights(cls, weights: Path, home: str | Path | None, reader: str = "") -> QualityReading | None:
-        from usl.crm.quality_gate import QualityGate
+        from usl.fast.quality_gate import QualityGate
 
         gate = QualityGate.load(weights)
         if gate is None and reader:

@@ -18,13 +18,13 @@ import numpy as np
 import torch
 
 from usl import paths
-from usl.crm.answer_bank import AnswerBank, Progress
-from usl.crm.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
-from usl.crm.criterion_kinds import KindModel
-from usl.crm.fast_model import AnswerRepr, CriteriaRepr, FastCRM, as_tensor, criteria_inputs, split_sign
+from usl.fast.answer_bank import AnswerBank, Progress
+from usl.fast.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
+from usl.fast.criterion_kinds import KindModel
+from usl.fast.model import AnswerRepr, CriteriaRepr, FastCRM, as_tensor, criteria_inputs, split_sign
 from usl.crm.quality_bank import QualityReading
 from usl.data.pairs.general import QUALITY_CRITERIA
-from usl.crm.static_embed import StaticEmbedder
+from usl.fast.static_embed import StaticEmbedder
 from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
 from usl.weights import shipped

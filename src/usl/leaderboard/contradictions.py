@@ -3,7 +3,7 @@
 Three checks, deliberately simple:
 
 1. Length: two criteria that the judge reads as length wishes pointing opposite ways
-   (``usl.crm.length_intent``, the one reading of length intent the judge and length control use
+   (``usl.fast.length_intent``, the one reading of length intent the judge and length control use
    too): two likes ("be concise" + "give detailed explanations"), or a like and a dislike ("be brief"
    + avoid "short answers"). Two dislikes do not contradict: avoiding both short and long answers
    asks for the middle.
@@ -23,7 +23,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from usl.crm.length_intent import read_wishes
+from usl.fast.length_intent import read_wishes
 from usl.types import Criteria
 
 # axis -> (pole 0 words, pole 1 words). Multi-word entries match as phrases.

@@ -15,7 +15,7 @@ our scores come from one judge on one query set, where it mostly cancels.)
 
 When the user's criteria are *about* length ("prefer concise answers", "No walls of text"),
 controlling for length would remove the very thing they asked for, so callers turn it off: the board
-reads length intent the way the judge does (``usl.crm.length_intent``).
+reads length intent the way the judge does (``usl.fast.length_intent``).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 import usl
-from usl.crm.length_intent import length_wish
+from usl.fast.length_intent import length_wish
 from usl.judges.base import Judge
 from usl.judges.registry import load_judge
 from usl.leaderboard import stats

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from fastapi import HTTPException
 
-from usl.crm.length_intent import read_wishes
+from usl.fast.length_intent import read_wishes
 from usl.judges.redact import public_judge
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views

@@ -66,7 +66,7 @@ class RowOut(BaseModel):
 
 
 class CriterionReadingOut(BaseModel):
-    """How the judge reads one criterion (``usl.crm.criterion_kinds``)."""
+    """How the judge reads one criterion (``usl.fast.criterion_kinds``)."""
 
     text: str
     kind: str = Field(description="length, style, domain, quality or correctness.")

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from usl.crm.length_intent import length_wish
+from usl.fast.length_intent import length_wish
 from usl.leaderboard.check import agreement, suggest_length
 from usl.server.boards import USER_ERRORS, message
 from usl.server.schemas import SpecIn

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from usl.crm.criterion_reader import CriterionReader
+from usl.fast.criterion_reader import CriterionReader
 from usl.types import Criteria
 
 Side = Literal["shorter", "longer"]
@@ -68,7 +68,7 @@ def shipped_length_reader() -> CriterionReader:
 
 def read_wishes(texts: Sequence[str], reader: CriterionReader | None = None) -> list[LengthWish | None]:
     """Each criterion text (a like, or a dislike as "Avoid: ...") read as a length wish, or None."""
-    from usl.crm.fast_model import split_sign
+    from usl.fast.model import split_sign
 
     if not texts:
         return []

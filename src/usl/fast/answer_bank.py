@@ -22,9 +22,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from usl import atomic
-from usl.crm.features import FEATURES, style_features
-from usl.crm.register import RegisterScorer
-from usl.crm.static_embed import StaticEmbedder
+from usl.fast.features import FEATURES, style_features
+from usl.fast.register import RegisterScorer
+from usl.fast.static_embed import StaticEmbedder
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]

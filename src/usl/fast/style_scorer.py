@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from usl import atomic
-from usl.crm.register import weights_fingerprint
+from usl.fast.register import weights_fingerprint
 
 log = logging.getLogger(__name__)
 

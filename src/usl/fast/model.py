@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from usl.crm.criteria_lexicon import (
+from usl.fast.criteria_lexicon import (
     LEXICON_AXES,
     dislikes_only_faults,
     leading_negation,
@@ -35,10 +35,10 @@ from usl.crm.criteria_lexicon import (
     no_particular_style,
     strip_intensifiers,
 )
-from usl.crm.features import FEATURES
-from usl.crm.criterion_reader import DOMAIN, LENGTH, CriterionReader
-from usl.crm.lexicon_probe import check_fingerprint
-from usl.crm.register import RegisterScorer, RegisterStack, load_registers
+from usl.fast.features import FEATURES
+from usl.fast.criterion_reader import DOMAIN, LENGTH, CriterionReader
+from usl.fast.lexicon_probe import check_fingerprint
+from usl.fast.register import RegisterScorer, RegisterStack, load_registers
 
 AVOID_PREFIX = "avoid:"
 

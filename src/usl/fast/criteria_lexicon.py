@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from usl.crm.text_polarity import polarity
+from usl.fast.text_polarity import polarity
 
 _AXES: dict[str, tuple[str, ...]] = {
     "short": ("concise", "brief", "short", "succinct", "terse", "to the point", "compact", "lean",

@@ -201,7 +201,7 @@ class RegisterStack:
 
 def load_registers(path: str | Path) -> RegisterStack | None:
     """The answer scorers saved with a model (``path`` is the model directory), or None."""
-    from usl.crm.style_scorer import StyleScorer
+    from usl.fast.style_scorer import StyleScorer
 
     parts = [p for p in (RegisterScorer.load(path), StyleScorer.load(path)) if p is not None]
     return RegisterStack(parts) if parts else None

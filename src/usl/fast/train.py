@@ -6,7 +6,7 @@ Criteria noise is redrawn every epoch from a generator seeded by (seed, epoch): 
 are added (``add_prob``), and extra criteria dropped while at least one remains. Ties are not
 trained on. Early stopping watches dev accuracy; the best epoch's weights are kept. Then the two
 factors set after training are chosen (the style-score prior's on reworded dev pairs, the length
-prior's on bare-vs-elaborated pairs: ``fast_tune.py``), and the weights record the recipe, the git
+prior's on bare-vs-elaborated pairs: ``tune.py``), and the weights record the recipe, the git
 commit, package versions, the training files' sha256 and the criteria lexicon's fingerprint.
 """
 
@@ -24,17 +24,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from usl.crm.answer_bank import AnswerBank
-from usl.crm.criteria_encoder import CriteriaEncoder
-from usl.crm.fast_model import FastCRM, FastCRMConfig, as_tensor, criteria_inputs, split_sign
+from usl.fast.answer_bank import AnswerBank
+from usl.fast.criteria_encoder import CriteriaEncoder
+from usl.fast.model import FastCRM, FastCRMConfig, as_tensor, criteria_inputs, split_sign
 from usl.crm.formatting import judged_texts
 from usl.crm.config import YamlConfig
-from usl.crm.criterion_reader import DOMAIN, LENGTH, CriterionReader, Kind, read_readings
-from usl.crm.lexicon_probe import lexicon_fingerprint
-from usl.crm.register import RegisterConfig, RegisterStack, fit_register
-from usl.crm.static_embed import StaticEmbedder, fit_idf
-from usl.crm.style_scorer import DIR as STYLE_DIR
-from usl.crm.style_scorer import StyleScorer, read_table, text_key
+from usl.fast.criterion_reader import DOMAIN, LENGTH, CriterionReader, Kind, read_readings
+from usl.fast.lexicon_probe import lexicon_fingerprint
+from usl.fast.register import RegisterConfig, RegisterStack, fit_register
+from usl.fast.static_embed import StaticEmbedder, fit_idf
+from usl.fast.style_scorer import DIR as STYLE_DIR
+from usl.fast.style_scorer import StyleScorer, read_table, text_key
 from usl.data.paper_jsonl import read_samples
 from usl.types import PreferenceSample
 
@@ -136,7 +136,7 @@ def _score_prior(names: Sequence[str]) -> tuple[str, ...]:
 def _tuning_wordings(files: Sequence[str], train_files: Sequence[str]) -> dict[str, list[str]]:
     """family -> wordings of ``files`` (read as the domain reader's wordings files are), less the criteria
     library's held-out wordings (those word the evaluation pairs)."""
-    from usl.crm.criterion_reader import library_held_out, read_wordings
+    from usl.fast.criterion_reader import library_held_out, read_wordings
 
     seeds = {data.get("seed", 0) for _, data in _manifests(train_files)}
     # compared as the readers read them (what split_sign leaves), as `usl train-reader` does
@@ -538,7 +538,7 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path, home: str | None = None) -
     if tune:
         encoder.save_adapter(cfg.out)
     if cfg.length_tune_data:
-        from usl.crm.fast_tune import tune_length_boost
+        from usl.fast.tune import tune_length_boost
 
         report["length_boost"] = tune_length_boost(cfg.out, cfg.length_tune_data, cfg.dev, cfg.length_boosts,
                                                    cfg.length_tolerance, source=cfg.length_tune_source, home=home)

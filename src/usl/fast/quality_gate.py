@@ -5,7 +5,7 @@ The default judge's decision is
     logit(A over B) = a * fast(c; A, B) + (1/k) * sum_c b_c * Q(A, B),    a = (1/k) * sum_c a_c
     a_c = softplus(u . x_c),    b_c = softplus(v . x_c),    x_c = [P(kind | c), s_c, 1]
 
-``fast`` is the fast CRM's criteria reading (``fast_model.py``), ``Q`` the quality reader's reading of the
+``fast`` is the fast CRM's criteria reading (``model.py``), ``Q`` the quality reader's reading of the
 pair (``judges/quality.py``, stored per pair), ``P(kind | c)`` the criterion's kind probabilities
 (``criterion_kinds.py``: length, style, domain, quality, correctness) and ``s_c`` its sign (+1 a like, -1
 "Avoid: ..."). "The answer is helpful and accurate" leans on ``Q``, "Be concise" on the fast reading, and a
@@ -192,7 +192,7 @@ def samples_from_predictions(fast: Mapping, quality: Mapping,
                              kind_probs: Callable[[list[str]], np.ndarray]) -> list[GateSample]:
     """The samples both prediction sets hold (``read_predictions``): ``fast`` of the fast judge without a
     gate, ``quality`` of the reader; ``kind_probs(texts) -> (k, K)`` the criterion kinds."""
-    from usl.crm.fast_model import split_sign
+    from usl.fast.model import split_sign
     from usl.data.pairs.general import QUALITY_CRITERIA
 
     keys = sorted(k for k in fast if k in quality)

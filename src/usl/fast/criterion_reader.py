@@ -133,7 +133,7 @@ class CriterionReader:
     def _absorb(self, texts: list[str], hidden_states, mask) -> None:
         import torch
 
-        from usl.crm.criteria_lexicon import lexicon_matrix
+        from usl.fast.criteria_lexicon import lexicon_matrix
 
         if len(texts) > 128:  # a bulk pass (training, a benchmark's criteria): read when asked instead
             return
@@ -172,7 +172,7 @@ class CriterionReader:
         tower uses: the two share one tokenizer, whose padding state is not safe to flip between threads."""
         import torch
 
-        from usl.crm.criteria_lexicon import lexicon_matrix
+        from usl.fast.criteria_lexicon import lexicon_matrix
 
         pad_to_max = pad_to_max or len(texts) > batch  # batches of their own lengths would not stack
         tok, enc = self._tokens()
@@ -218,7 +218,7 @@ class CriterionReader:
         if there is none."""
         from safetensors.torch import load_file
 
-        from usl.crm.criteria_lexicon import LEXICON_AXES
+        from usl.fast.criteria_lexicon import LEXICON_AXES
 
         d = Path(model_dir) / KINDS[kind].dir
         if not (d / "config.json").exists():
@@ -284,8 +284,8 @@ def library_wordings(seed: int, kind: str = "length", holdout: Sequence[str] = (
     of another family that the keyword reading takes for a length wish ("get straight to the answer" in
     ``direct_start``) is left out rather than labelled against itself. Families in ``holdout`` are left
     out whole."""
-    from usl.crm.criteria_lexicon import LEXICON_AXES, lexicon_matrix
-    from usl.crm.fast_model import split_sign
+    from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
+    from usl.fast.model import split_sign
     from usl.data.criteria import load_library
 
     lib = load_library()
@@ -323,7 +323,7 @@ def in_reader_frame(examples: Sequence[tuple[str, int]], kind: str = "length") -
     academic wordings), which its label does not say: such examples are left out. A text given twice keeps
     its first place and its last label: a later wordings file can restate an earlier one's wording under
     another side, and a kind of reader to which both sides are "none" trains exactly as before."""
-    from usl.crm.fast_model import split_sign
+    from usl.fast.model import split_sign
 
     out: dict[str, int] = {}
     for text, label in examples:
@@ -343,7 +343,7 @@ def training_examples(lib: Sequence[tuple[str, int]], extra: Sequence[tuple[str,
     "Avoid: walls of text": compared as ``split_sign`` leaves them), nor any of the library's held-out
     wordings of ``library_seed``, which word the evaluation pairs' criteria. Returns the examples in the
     reader's frame, the library's wordings kept, and how many texts were dropped as tests and as held out."""
-    from usl.crm.fast_model import split_sign
+    from usl.fast.model import split_sign
 
     held_rest = {split_sign(t)[0] for ex in tests for t, _ in ex}
     kept = {t for t, _ in [*lib, *extra] if split_sign(t)[0] not in held_rest}
@@ -362,7 +362,7 @@ def fit_reader(examples: Sequence[tuple[str, int]], cfg: ReaderConfig, crossfit:
     import torch
     from torch import nn
 
-    from usl.crm.criteria_lexicon import LEXICON_AXES
+    from usl.fast.criteria_lexicon import LEXICON_AXES
 
     reader = CriterionReader(cfg, [])
     texts = [t for t, _ in examples]
@@ -432,7 +432,7 @@ def direction_accuracy(reader: CriterionReader, examples: Sequence[tuple[str, in
     """How often the reader reads a criterion of one of its classes right, per class (criteria in their
     own frame, as users write them). Length: the sign of P(longer) - P(shorter), turned by a dislike's
     sign. Domain style: the most likely style, over likes only (a dislike names no one style)."""
-    from usl.crm.fast_model import split_sign
+    from usl.fast.model import split_sign
 
     out = {}
     if reader.kind.name == "length":

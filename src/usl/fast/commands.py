@@ -1,0 +1,228 @@
+"""The fast judge's training commands, ``train-style`` and ``train-reader``, as plain typer functions.
+
+They live here, not in ``usl.cli``, so that ``python -m usl.fast`` can serve ``train-style`` on a GPU
+machine with only the training stack installed (``usl.cli`` imports every command group, the server's
+included). ``usl.cli.train`` registers them on the main app.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from usl.console import user_errors
+
+
+def _texts_file(path: str) -> tuple[list[bytes], list[str]]:
+    """(keys, texts) of the answers in a paper-format JSONL file (``.jsonl``, ``.jsonl.gz``: both
+    answers of every pair, as a judge reads them), a JSON list of answer texts, or
+    ``{"keys": [hex], "texts": [...]}`` where each text may be cut after what the scorer reads
+    (``usl.fast.style_scorer.reading_prefix``) and its key is that of the whole answer (``text_key``)."""
+    from usl.fast.style_scorer import text_key
+    from usl.data.io import read_json
+
+    if path.endswith((".jsonl", ".jsonl.gz", ".jsonl.xz")):
+        from usl.crm.formatting import judged_texts
+        from usl.data.paper_jsonl import read_samples
+
+        texts = list(dict.fromkeys(t for s in read_samples(path)
+                                   for t in judged_texts(s.prompt, s.model_a, s.model_b)[1:]))
+        return [text_key(t) for t in texts], texts
+    got = read_json(path)
+    if isinstance(got, list) and all(isinstance(t, str) for t in got):
+        return [text_key(t) for t in got], got
+    if (isinstance(got, dict) and isinstance(got.get("keys"), list) and isinstance(got.get("texts"), list)
+            and len(got["keys"]) == len(got["texts"]) and all(isinstance(t, str) for t in got["texts"])):
+        keys = []
+        for i, k in enumerate(got["keys"]):
+            try:
+                keys.append(bytes.fromhex(k))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{path}: field 'keys[{i}]': not a hex string ({e})") from e
+            if len(keys[-1]) != len(text_key("")):
+                raise ValueError(f"{path}: field 'keys[{i}]': {len(keys[-1])} bytes, not {len(text_key(''))} "
+                                 "(the first bytes of the answer's SHA-256, as text_key gives them)")
+        return keys, got["texts"]
+    raise ValueError(f"{path}: expected a JSON list of answer texts, or an object with 'keys' and 'texts' "
+                     "lists of one length")
+
+
+def train_style_command(
+        train: List[str] = typer.Option([], "--train", help="Paper-format JSONL (repeatable): the winners of pairs "
+                                        "whose criteria family starts with --prefix are the styled answers."),
+        out: str = typer.Option("artifacts/style-scorer", "--out", help="Output directory."),
+        prefix: str = typer.Option("domain_", help="Criteria families that name an answer's style."),
+        aux_registers: List[str] = typer.Option([], "--aux-registers", help="Answers written in named registers "
+                                                "(JSONL: query, register, answer; e.g. "
+                                                "configs/register_answers.jsonl), learned beside --train's styles with "
+                                                "a head each and dropped after training: the saved scorer "
+                                                "scores the styles alone, having learned them against other "
+                                                "registers too; repeatable."),
+        known: List[str] = typer.Option([], "--known", help="Answer texts to score and keep in the scorer's shipped "
+                                        "table (a board's answers): a JSON list (.gz, .xz ok), keys+texts, or "
+                                        "the answers of a paper-format JSONL; repeatable."),
+        score: List[str] = typer.Option([], "--score", help="Answer texts to score into OUT/scores.npz (the "
+                                        "training and dev answers, for `usl train-fast`; not shipped); same "
+                                        "formats; repeatable."),
+        base: Optional[str] = typer.Option(None, help="Directory of the base encoder (default: the packaged "
+                                           "all-MiniLM-L6-v2)."),
+        lora_r: int = typer.Option(16, help="LoRA rank."),
+        lr: float = typer.Option(5e-4, help="LoRA learning rate."),
+        epochs: int = typer.Option(8, help="Epochs."),
+        max_len: int = typer.Option(256, help="Tokens of an answer that are read."),
+        folds: int = typer.Option(5, help="Cross-fitting folds."),
+        seed: int = typer.Option(0, help="Seed."),
+        combine: List[str] = typer.Option([], "--combine", help="Instead of training: a directory written by "
+                                          "`usl train-style` (repeatable, two or more, each fitted with another "
+                                          "--seed); OUT gets one scorer whose scores are their mean.")) -> None:
+    """Fine-tune the style scorer (MiniLM + LoRA) whose scores the fast CRM reads; a GPU makes it minutes.
+
+    Writes OUT/style_scorer/ (what the fast CRM's recipe key style_scorer: OUT ships with it),
+    OUT/heldout.npz (cross-fitted scores of the styled training answers) and OUT/scores.npz.
+    With --combine, joins scorers already fitted (an ensemble over seeds) and trains nothing."""
+    import time
+
+    from usl.fast.style_scorer import StyleScorerConfig, fit_style, text_key, write_table
+
+    with user_errors():
+        from usl.fast.train import styled_answers_by_query
+        from usl.data.paper_jsonl import read_samples
+
+        t0 = time.time()
+        if combine:
+            if train or aux_registers or known or score:
+                raise ValueError("--combine joins fitted scorers: it takes no --train, --aux-registers, --known "
+                                 "or --score")
+            from usl.fast.style_scorer import combine_dirs
+
+            scorer = combine_dirs(combine, out)
+            report = {"out": out, "labels": list(scorer.cfg.labels), "members": scorer.cfg.members,
+                      "known": len(scorer.known), "seconds": round(time.time() - t0, 1)}
+            (Path(out) / "training.json").write_text(json.dumps(report | {"combine": list(combine)}, indent=2))
+            typer.echo(json.dumps(report))
+            return
+        if not train:
+            raise ValueError("usl train-style needs --train (or --combine)")
+        samples = [s for f in train for s in read_samples(f)]
+        by_query = styled_answers_by_query(samples, prefix)
+        if not by_query:
+            raise ValueError(f"no pairs with a criteria family starting with {prefix!r} in {', '.join(train)}")
+        styles = tuple(sorted({label for g in by_query.values() for label in g}))
+        n_registers = n_joined = 0
+        if aux_registers:
+            from usl.fast.style_scorer import read_register_answers
+
+            for f in aux_registers:
+                for q, written in read_register_answers(f).items():
+                    n_registers += len(written)
+                    n_joined += q in by_query
+                    by_query[q] = by_query.get(q, {}) | written
+        groups = list(by_query.values())
+        sets = {}
+        for name, files in (("known", known), ("score", score)):
+            keys, texts = [], []
+            for f in files:
+                k, t = _texts_file(f)
+                keys += k
+                texts += t
+            sets[name] = (keys, texts)
+        cfg = StyleScorerConfig(labels=tuple(sorted({label for g in groups for label in g})), lora_r=lora_r, lr=lr,
+                                epochs=epochs, max_len=max_len, folds=folds, seed=seed)
+        scorer, held = fit_style(groups, cfg, base_path=base)
+        if aux_registers:  # the styles' heads alone; their scores are those of the network that learned all
+            keep = [cfg.labels.index(label) for label in styles]
+            scorer, held = scorer.only(styles), {t: v[keep] for t, v in held.items()}
+            cfg = scorer.cfg
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        tables = {}
+        for name, (keys, texts) in sets.items():
+            scores = scorer.compute(texts, batch=128 if device == "cuda" else 32, device=device) if texts else []
+            tables[name] = dict(zip(keys, scores))
+        o = Path(out)
+        o.mkdir(parents=True, exist_ok=True)
+        scorer.known = tables["known"]
+        scorer.save(o)
+        write_table(o / "heldout.npz", {text_key(t): s for t, s in held.items()})
+        if tables["score"]:
+            write_table(o / "scores.npz", tables["score"])
+        elif (o / "scores.npz").exists():  # left by an earlier run: another model's scores
+            (o / "scores.npz").unlink()
+        report = {"out": out, "labels": list(cfg.labels), "queries": len(groups),
+                  "register_answers": n_registers, "register_queries_joined": n_joined,
+                  "heldout": len(held),
+                  "known": len(tables["known"]), "scored": len(tables["score"]), "device": device,
+                  "seconds": round(time.time() - t0, 1)}
+        (o / "training.json").write_text(json.dumps(report | {"train": list(train)}, indent=2))
+        typer.echo(json.dumps(report))
+
+
+def train_reader_command(
+        out: str = typer.Option("artifacts/length-reader", "--out", help="Output directory."),
+        kind: str = typer.Option("length", help="What the reader reads: length (shorter, longer or neither) "
+                                 "or domain (academy, business, literature, plain or none)."),
+        wordings: List[str] = typer.Option([], "--wordings", help="A wordings file written for the reader: a JSON "
+                                           "object of side (concise, detailed, domain_academy, ..., domain_plain, "
+                                           "other or neutral) -> list of criteria; repeatable."),
+        test: List[str] = typer.Option([], "--test", help="A wordings file the reader must not train on: its "
+                                       "accuracy per side is reported; repeatable."),
+        library_seed: int = typer.Option(0, help="Seed of the criteria library's train/held-out split (the --seed "
+                                         "of `usl data build-train`): only its training wordings are read."),
+        holdout_family: List[str] = typer.Option([], "--holdout-family", help="A criteria family to leave out "
+                                                 "whole (the --holdout-family of `usl data build-train`): its "
+                                                 "library wordings and its side of every wordings file; "
+                                                 "repeatable."),
+        epochs: int = typer.Option(20, help="Epochs per head."),
+        heads: int = typer.Option(3, help="Heads averaged, one seed each."),
+        folds: int = typer.Option(5, help="Cross-fitting folds for the library's wordings."),
+        seed: int = typer.Option(0, help="Seed.")) -> None:
+    """Train a criterion reader: which way a criterion points on length (shorter, longer, neither), or
+    which domain style it asks for (--kind domain).
+
+    Writes OUT/length_reader/ or OUT/domain_reader/ (what the fast CRM's recipe keys length_reader: OUT
+    or domain_reader: OUT ship with it) and OUT/heldout.json (cross-fitted readings of every
+    training wording). CPU, a few minutes."""
+    import time
+
+    from usl.fast.criterion_reader import (
+        KINDS,
+        ReaderConfig,
+        direction_accuracy,
+        fit_reader,
+        in_reader_frame,
+        library_wordings,
+        read_wordings,
+        sides_of,
+        training_examples,
+        write_readings,
+    )
+
+    with user_errors():
+        t0 = time.time()
+        cfg = ReaderConfig(kind=kind, epochs=epochs, heads=heads, folds=folds, seed=seed)
+        lib = library_wordings(library_seed, kind, holdout_family)
+        # a held-out family's side of a wordings file goes too ("concise" is length_concise's side), for
+        # every kind of reader: one that reads it as "none" would learn its wordings all the same
+        gone = {side for f in holdout_family for side in sides_of(f)}
+        extra = [x for f in wordings for x in read_wordings(f, kind, skip=gone)]
+        tests = {f: read_wordings(f, kind) for f in test}
+        examples, lib, dropped, leaked = training_examples(lib, extra, tests.values(), library_seed, kind)
+        # every training text gets a reading from heads that did not see it: the fast CRM trains on these
+        reader, held = fit_reader(examples, cfg, crossfit=[t for t, _ in examples])
+        o = Path(out)
+        o.mkdir(parents=True, exist_ok=True)
+        reader.save(o)
+        write_readings(o / "heldout.json", held)
+        counts = {name: sum(label == k for _, label in examples) for k, name in enumerate(KINDS[kind].labels)}
+        report = {"out": out, "kind": kind, "examples": counts, "library_wordings": len(in_reader_frame(lib, kind)),
+                  "dropped_as_test": dropped, "dropped_as_held_out_library": leaked,
+                  "test": {f: direction_accuracy(reader, ex) for f, ex in tests.items()},
+                  "seconds": round(time.time() - t0, 1)}
+        (o / "training.json").write_text(json.dumps(report | {"wordings": list(wordings), "library_seed": library_seed,
+                                                              "holdout_family": list(holdout_family),
+                                                              "config": cfg.__dict__}, indent=2, default=list))
+        typer.echo(json.dumps(report))
