@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Train CRM variants in parallel on one GPU (small backbones leave it mostly idle), then evaluate each
-# with `usl.crm eval` on the carried eval files ($G/eval, when carried; G defaults to artifacts/gpu_m).
+# with `usl.evaluation eval` on the carried eval files ($G/eval, when carried; G defaults to artifacts/gpu_m).
 # Run from the repository root on the GPU box, after
 # `python scripts/make_gpu_carry.py` here and with artifacts/gpu_m carried.
 #
@@ -30,7 +30,7 @@ for r in ${RUNS}; do
   X=$(echo "$extra" | tr ',' '\n' | sed '/^$/d; s/^/--set /' | tr '\n' ' ')
   ( python3 -m usl.crm train --config configs/crm_smollm2_${loss}.yaml $COMMON --set loss=$loss --set data_noise=$noise \
       --set data_direction=$dir --set output_dir=/tmp/runs/$name $X > $R/$name.train.log 2>&1 &&
-    { [ ! -d $G/eval ] || python3 -m usl.crm eval --judge crm:/tmp/runs/$name $(for f in $G/eval/*.gz; do echo --data $f; done) \
+    { [ ! -d $G/eval ] || python3 -m usl.evaluation eval --judge crm:/tmp/runs/$name $(for f in $G/eval/*.gz; do echo --data $f; done) \
       --limit 300 --json --out $R/$name.eval.json > /dev/null 2>$R/$name.eval.err; } ) &
 done
 wait

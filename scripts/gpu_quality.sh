@@ -25,7 +25,7 @@ for r in $RUNS; do
     echo "$name: training FAILED"; tail -n 30 "$STAGE/$name/train.log"; continue; fi
   grep -E "eval_loss|done in" "$STAGE/$name/train.log" | tail -n 6 || true
   DATA=(); for f in ${EVAL_FILES:-$D/eval/*.jsonl}; do DATA+=(--data "$f"); done
-  python3 -m usl.crm eval --judge quality:$run "${DATA[@]}" --batch-size 512 --json --out "$STAGE/$name/eval.json" \
+  python3 -m usl.evaluation eval --judge quality:$run "${DATA[@]}" --batch-size 512 --json --out "$STAGE/$name/eval.json" \
     --predictions "$STAGE/$name/predictions.jsonl" > /dev/null 2> "$STAGE/$name/eval.log" || tail -n 20 "$STAGE/$name/eval.log"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], {k: round(v['accuracy'] or 0, 3) for k, v in d['by_file'].items()})" \
     "$STAGE/$name/eval.json" "$name" | tee -a "$OUT/results.txt" || true

@@ -48,7 +48,7 @@ for r in $RUNS; do
     echo "$name: training FAILED"; tail -n 30 "$STAGE/$name/train.log"; continue; fi
   grep -E "step [0-9]+ loss|done in|eval_loss" "$STAGE/$name/train.log" | tail -n 12
   DATA=(); for f in $EVAL_GLOB; do DATA+=(--data "$f"); done
-  python3 -m usl.crm eval --judge crm:$run "${DATA[@]}" --limit $EVAL_LIMIT --json --out "$STAGE/$name/eval.json" > /dev/null
+  python3 -m usl.evaluation eval --judge crm:$run "${DATA[@]}" --limit $EVAL_LIMIT --json --out "$STAGE/$name/eval.json" > /dev/null
   python3 -m usl.crm.card "$run" "$STAGE/$name/eval.json"
   cp -r "$run/final" "$STAGE/$name/final"
   cp "$run"/{config.yaml,metrics.jsonl,summary.json,truncation.json} "$STAGE/$name/"

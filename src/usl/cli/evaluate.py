@@ -6,6 +6,6 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from usl.crm.commands import eval_command
+    from usl.evaluation.commands import eval_command
 
     app.command("eval")(eval_command)

@@ -1,4 +1,4 @@
-"""``python -m usl.crm {train,eval}``: the CRM commands without the rest of the CLI.
+"""``python -m usl.crm train``: the CRM's training without the rest of the CLI.
 
 For machines that have torch/transformers/peft but not the server stack (a rented GPU box)::
 
@@ -6,9 +6,9 @@ For machines that have torch/transformers/peft but not the server stack (a rente
 """
 
 from usl.console import command_app
-from usl.crm.commands import eval_command, train_command
+from usl.crm.commands import train_command
 
-app = command_app({"train": train_command, "eval": eval_command})
+app = command_app({"train": train_command})
 
 if __name__ == "__main__":
     app()
