@@ -1,2 +1,3 @@
-"""The fast CRM, the default judge: criteria read by a small encoder and a lexicon, answers by static
-vectors, style features and a style scorer, weighed against each other per criterion; its training."""
+"""The fast CRM, the default judge: what it reads of criteria (encoder, lexicon, readers, kinds) and of
+answers (static vectors, style features, register and style scorers), the model that weighs them per
+criterion, its gate to the quality reader, and its training."""
