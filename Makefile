@@ -38,11 +38,11 @@ serve: install
 	$(BIN)/usl serve
 
 # The default judge, rebuilt from its recipe (configs/fast_crm.yaml) into artifacts/fast-crm; each step
-# is skipped when its output exists. The CPU steps: the two data builds (~6 min each on 2 idle cores),
-# the two criterion readers (~6 min each) and `usl train-fast` (~6 min, then the factors: the length
-# factor's judge scores the dev answers with the style scorer on the CPU once). The style scorer is
-# trained on a GPU (4 x ~4 min on one H200, `make judge-style` there, after packing its inputs with
-# scripts/make_gpu_carry.py --style); put its directory at artifacts/style-v5 before `make judge`.
+# is skipped when its output exists. The CPU steps: the two data builds (~1 min each), the two criterion
+# readers (a few minutes each on idle cores; 2-3 min on 16) and `usl train-fast`. The style scorer is
+# trained on a GPU: `make judge-style` on a GPU machine that holds the data, or scripts/gpu_style.sh on a
+# bare GPU box (inputs packed by scripts/make_gpu_carry.py --style; its four members side by side take
+# 7.5 min on one H200); put its directory at artifacts/style-v5 before `make judge`.
 FULL := --holdout-family '' --holdout-topic ''
 LW := $(foreach f,probe_independent_a probe_independent_b probe_independent_c probe_independent_d \
         probe_independent_e probe_independent_f probe_worked_on extra_j extra_k extra_l extra_m neutral_n,\

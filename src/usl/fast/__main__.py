@@ -1,4 +1,5 @@
-"""``python -m usl.fast train-style``: the style scorer's training without the rest of the CLI.
+"""``python -m usl.fast {train-style,train-reader}``: the fast judge's GPU and reader steps without the rest
+of the CLI.
 
 For machines that have torch/transformers/peft but not the server stack (a rented GPU box)::
 
@@ -6,9 +7,9 @@ For machines that have torch/transformers/peft but not the server stack (a rente
 """
 
 from usl.console import command_app
-from usl.fast.commands import train_style_command
+from usl.fast.commands import train_reader_command, train_style_command
 
-app = command_app({"train-style": train_style_command})
+app = command_app({"train-style": train_style_command, "train-reader": train_reader_command})
 
 if __name__ == "__main__":
     app()
