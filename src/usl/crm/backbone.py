@@ -28,6 +28,7 @@ import shutil
 from pathlib import Path
 
 from usl import paths
+from usl.data.io import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -153,11 +154,7 @@ def check_tokenizer(tok, source: str) -> list[int]:
 
 
 def _quick_hash(path: Path, full: bool = False) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-    return h.hexdigest() if full else h.hexdigest()[:16]
+    return file_sha256(path) if full else file_sha256(path)[:16]
 
 
 def weights_sha256(model_dir: Path) -> str:

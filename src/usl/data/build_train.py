@@ -50,6 +50,7 @@ import numpy as np
 import usl
 from usl.data import leakage
 from usl.data.criteria import Library, load_library
+from usl.data.io import file_sha256
 from usl.data.pairs import alpaca, dsp, general, human, rubrics, style
 from usl.data.pairs.base import Pair
 from usl.data.pairs.general import QUALITY_CRITERIA
@@ -406,14 +407,6 @@ def _unique_ids(samples: list[PreferenceSample], name: str) -> None:
         raise DataError(f"{name}: duplicate sample ids {dup[:3]}")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _git_commit() -> str:
     """HEAD of the checkout this code runs from ("" outside git), plus "+dirty" when it has edits."""
     import subprocess
@@ -430,9 +423,9 @@ def _git_commit() -> str:
 
 
 def _manifest(out: Path, cfg: BuildConfig, root: Path, counts: dict, maker: SampleMaker, seconds: float) -> None:
-    inputs = {str(p.relative_to(root)): _sha256(p) for p in sorted(root.rglob("*"))
+    inputs = {str(p.relative_to(root)): file_sha256(p) for p in sorted(root.rglob("*"))
               if p.is_file() and p.suffix in (".gz", ".json", ".jsonl")}
-    outputs = {str(p.relative_to(out)): _sha256(p) for p in sorted(out.rglob("*.jsonl*"))}
+    outputs = {str(p.relative_to(out)): file_sha256(p) for p in sorted(out.rglob("*.jsonl*"))}
     manifest = {
         "usl_version": usl.__version__ if hasattr(usl, "__version__") else "",
         "git_commit": _git_commit(),

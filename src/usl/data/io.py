@@ -7,6 +7,7 @@ same way everywhere: ``DataError("data.jsonl:line 7: field 'criteria': expected 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -22,6 +23,15 @@ _UNREADABLE = (OSError, UnicodeDecodeError, EOFError, lzma.LZMAError, zlib.error
 
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer",
                float: "a number", bool: "a boolean", type(None): "null"}
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes (hex), read in 4 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
 
 
 def open_text(path: str | Path) -> io.TextIOBase:

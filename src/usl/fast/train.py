@@ -12,7 +12,6 @@ commit, package versions, the training files' sha256 and the criteria lexicon's 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -35,6 +34,7 @@ from usl.fast.register import RegisterConfig, RegisterStack, fit_register
 from usl.fast.static_embed import StaticEmbedder, fit_idf
 from usl.fast.style_scorer import DIR as STYLE_DIR
 from usl.fast.style_scorer import StyleScorer, read_table, text_key
+from usl.data.io import file_sha256
 from usl.data.paper_jsonl import read_samples
 from usl.types import PreferenceSample
 
@@ -399,14 +399,6 @@ def evaluate(model: FastCRM, bank: AnswerBank, E: torch.Tensor, enc: _Encoded) -
             "n": int(mask.sum()), "by_source": {k: float(np.mean(v)) for k, v in sorted(by_src.items())}}
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def provenance(cfg: FastTrainConfig) -> dict:
     """What made the weights: the recipe, the code (git commit, package versions), the data (sha256 of
     every file read) and the criteria lexicon's reading (``lexicon_probe``)."""
@@ -422,7 +414,7 @@ def provenance(cfg: FastTrainConfig) -> dict:
             pass
     files = [*cfg.train, *cfg.dev, *cfg.tune_wordings, *([cfg.length_tune_data] if cfg.length_tune_data else [])]
     return {"recipe": cfg.to_dict(), "git_commit": _git_commit(), "versions": versions,
-            "data_sha256": {f: _sha256(f) for f in dict.fromkeys(files)},
+            "data_sha256": {f: file_sha256(f) for f in dict.fromkeys(files)},
             "lexicon_fingerprint": lexicon_fingerprint()}
 
 
