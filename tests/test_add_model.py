@@ -126,6 +126,24 @@ def test_a_second_add_needs_replace_and_bad_input_changes_nothing(home, tmp_path
     assert board(h)["m_own"]["win_rate"] == 0.0 and board(h)["m_own"]["n"] == 18
 
 
+def test_a_running_service_ranks_a_model_added_or_removed_by_another_process(home, tmp_path):
+    """``usl serve`` keeps the benchmark in memory; ``usl data add-model`` in another process changes
+    the store: the next board has the new model, and loses it once it is removed."""
+    from usl.leaderboard.service import LeaderboardService
+    from usl.leaderboard.types import LeaderboardSpec
+
+    h, src = home
+    svc = LeaderboardService(Store(h / "usl.sqlite"), home=str(h), auto_topics=False)
+    spec = LeaderboardSpec(benchmark="alpaca_eval", judge="length")
+    before = {r.model for r in svc.rank(spec).rows}
+    assert "m_own" not in before
+
+    assert usl(h, "data", "add-model", str(own_outputs(tmp_path / "own.json.gz", src)), "--judge", "none").exit_code == 0
+    assert {r.model for r in svc.rank(spec).rows} == before | {"m_own"}
+    assert usl(h, "data", "remove-model", "m_own").exit_code == 0
+    assert {r.model for r in svc.rank(spec).rows} == before
+
+
 def test_jsonl_answers_match_by_instruction_text_up_to_whitespace(home, tmp_path):
     h, src = home
     store = Store(h / "usl.sqlite")

@@ -117,8 +117,14 @@ class LeaderboardService:
         return load_topics(self.store, benchmark)
 
     def answers(self, benchmark: str) -> Answers:
+        """The benchmark's answers, kept in memory while its stored version stays the same: a model
+        added or removed by another process (``usl data add-model`` beside a running ``usl serve``)
+        is on the next board."""
+        from usl.store.benchmarks import stored_version
+
+        version = stored_version(self.store, benchmark)
         with self._lock:
-            if benchmark not in self._answers:
+            if benchmark not in self._answers or self._answers[benchmark].benchmark.version != version:
                 from usl.store.benchmarks import load_benchmark, load_responses
 
                 data = Answers(load_benchmark(self.store, benchmark), load_responses(self.store, benchmark))

@@ -178,6 +178,12 @@ def _require(store: Store, name: str) -> tuple[str, str, str, str]:
     return row
 
 
+def stored_version(store: Store, name: str = DEFAULT_BENCHMARK) -> str:
+    """The benchmark's content version as stored now (one indexed read): a process that keeps a
+    benchmark in memory compares it with this to see another process's ``add_model`` or re-import."""
+    return _require(store, name)[1]
+
+
 def load_benchmark(store: Store, name: str = DEFAULT_BENCHMARK) -> Benchmark:
     """Queries in their stored order (with topic ids when topics were built), models by name."""
     baseline, version, _, _ = _require(store, name)
