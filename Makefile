@@ -41,8 +41,8 @@ serve: install
 # is skipped when its output exists. The CPU steps: the two data builds (~1 min each), the two criterion
 # readers (a few minutes each on idle cores; 2-3 min on 16) and `usl train-fast`. The style scorer is
 # trained on a GPU: `make judge-style` on a GPU machine that holds the data, or scripts/gpu_style.sh on a
-# bare GPU box (inputs packed by scripts/make_gpu_carry.py --style; its four members side by side take
-# 7.5 min on one H200); put its directory at artifacts/style-v5 before `make judge`.
+# bare GPU box (inputs packed by scripts/make_gpu_carry.py --style; under 5 min on one H200); put its
+# directory at artifacts/style-v1 before `make judge`.
 FULL := --holdout-family '' --holdout-topic ''
 LW := $(foreach f,probe_independent_a probe_independent_b probe_independent_c probe_independent_d \
         probe_independent_e probe_independent_f probe_worked_on extra_j extra_k extra_l extra_m neutral_n,\
@@ -52,7 +52,7 @@ STYLE_ARGS := --train artifacts/data-full/train.jsonl --known artifacts/board.js
               --score artifacts/data-full/train.jsonl --score artifacts/data-full/dev.jsonl
 
 judge: install artifacts/data-full/train.jsonl artifacts/data-full2/train.jsonl artifacts/reader-v3/heldout.json \
-       artifacts/dreader-v3/heldout.json artifacts/style-v5/heldout.npz
+       artifacts/dreader-v3/heldout.json artifacts/style-v1/heldout.npz
 	$(BIN)/usl train-fast --config configs/fast_crm.yaml
 
 artifacts/data-full/train.jsonl:
@@ -65,23 +65,16 @@ artifacts/reader-v3/heldout.json:
 artifacts/dreader-v3/heldout.json:
 	$(BIN)/usl train-reader --kind domain --out artifacts/dreader-v3 $(DW) $(LW) \
 	    --test configs/domain_wordings/probe_independent_a.json --test configs/domain_wordings/probe_independent_b.json
-artifacts/style-v5/heldout.npz:
-	@echo "artifacts/style-v5: train the style scorer on a GPU first (make judge-style there)" >&2; exit 1
+artifacts/style-v1/heldout.npz:
+	@echo "artifacts/style-v1: train the style scorer on a GPU first (make judge-style there)" >&2; exit 1
 
 # On the GPU machine: the board's answer texts (a data home where `usl data import alpaca-eval` ran),
-# then the four members and their mean.
+# then the style scorer.
 artifacts/board.json:
 	sqlite3 $${USL_HOME:-$$HOME/.local/share/usl}/usl.sqlite \
 	    "select json_group_array(text) from (select distinct text from responses)" > $@
 judge-style: artifacts/data-full/train.jsonl artifacts/board.json
 	$(BIN)/usl train-style $(STYLE_ARGS) --out artifacts/style-v1
-	$(BIN)/usl train-style $(STYLE_ARGS) --out artifacts/style-v3s1 --seed 1
-	$(BIN)/usl train-style $(STYLE_ARGS) --aux-registers configs/register_answers.jsonl --out artifacts/style-aux-s0
-	$(BIN)/usl train-style $(STYLE_ARGS) --aux-registers configs/register_answers.jsonl --out artifacts/style-aux-s1 \
-	    --seed 1
-	$(BIN)/usl train-style --combine artifacts/style-v1 --combine artifacts/style-v3s1 --out artifacts/style-v3
-	$(BIN)/usl train-style --combine artifacts/style-v3 --combine artifacts/style-aux-s0 \
-	    --combine artifacts/style-aux-s1 --out artifacts/style-v5
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# Train the default judge's style scorer (four MiniLM + LoRA members and their mean) on a GPU box,
-# the members side by side on one GPU. Run from the repository root with the two-part carry of
+# Train the default judge's style scorer (all-MiniLM-L6-v2 + LoRA, one member) on a GPU box. Run from the repository root with the two-part carry of
 #   python scripts/make_gpu_carry.py --style artifacts/board.json --data artifacts/data-full --out .carry/s
 # first `cp -r .carry/s/a /root/s` (a call carrying .carry/s/a), then this script (a call carrying
 # .carry/s/b): the encoder's two halves are joined in /root/s. Extra answers to score, such as eval
 # files' (keys+texts tables, `--score` of `usl train-style`), may sit in .carry/s/b/*.json.xz.
-# $OUT/style-v5.tar.gz holds the combined scorer as `make judge` expects it at artifacts/style-v5.
+# $OUT/style-v1.tar.gz holds the scorer as `make judge` expects it at artifacts/style-v1.
 set -euo pipefail
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} TOKENIZERS_PARALLELISM=false
 S=${STAGE:-/root/s}; B=${CARRY_B:-.carry/s/b}; OUT=${OUT:-artifacts/gpu_out}; W=/tmp/style
@@ -21,14 +20,7 @@ member() {  # name, extra args
     && echo "$name done $(date -u +%T)" || { echo "$name FAILED"; tail -n 30 "$W/$name.log"; return 1; }
 }
 echo "start $(date -u +%T)"
-member style-v1 & p1=$!
-member style-v3s1 --seed 1 & p2=$!
-member style-aux-s0 --aux-registers configs/register_answers.jsonl & p3=$!
-member style-aux-s1 --aux-registers configs/register_answers.jsonl --seed 1 & p4=$!
-wait $p1 && wait $p2 && wait $p3 && wait $p4
-python3 -m usl.fast train-style --combine "$W/style-v1" --combine "$W/style-v3s1" --out "$W/style-v3"
-python3 -m usl.fast train-style --combine "$W/style-v3" --combine "$W/style-aux-s0" --combine "$W/style-aux-s1" \
-  --out "$W/style-v5"
-tar -czf "$OUT/style-v5.tar.gz" -C "$W" style-v5
+member style-v1
+tar -czf "$OUT/style-v1.tar.gz" -C "$W" style-v1
 tar -czf "$OUT/logs.tar.gz" -C "$W" $(cd "$W" && ls *.log)
 ls -la "$OUT"

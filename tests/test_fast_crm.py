@@ -424,7 +424,7 @@ def test_the_shipped_weights_match_this_codes_lexicon_and_record_their_recipe():
     assert cfg["lexicon_fingerprint"] == lexicon_fingerprint()
     recipe = FastTrainConfig.from_yaml(Path(__file__).resolve().parents[1] / "configs" / "fast_crm.yaml")
     assert cfg["extra"]["recipe"] == recipe.to_dict()
-    assert cfg["length_boost"] == 3.0 and cfg["score_boost"] == 12.0
+    assert cfg["length_boost"] == 4.0 and cfg["score_boost"] == 12.0
 
 
 def test_the_recipe_file_sets_every_key_and_refuses_unknown_ones(tmp_path):

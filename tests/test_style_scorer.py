@@ -146,7 +146,7 @@ def test_merging_lora_that_fits_no_layer_is_named(fitted, base):
 
 
 def test_the_shipped_style_scorer_matches_peft_merged_networks():
-    """The default judge's style scorer (four members), on the packaged MiniLM."""
+    """The default judge's style scorer, on the packaged MiniLM."""
     from usl.weights import shipped
 
     texts = _answers_of_many_lengths() + [" ".join(["word"] * 400)]

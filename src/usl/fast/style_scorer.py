@@ -25,7 +25,8 @@ scores).
 A scorer may hold several members, fitted with different seeds and joined by ``combine_dirs``
 (``usl train-style --combine``): its scores are the mean of theirs. Seeds of one recipe disagree
 enough that the mean of two is better than either (on the domain eval file, told the style: 0.843
-and 0.847 alone, 0.861 together); each member costs one more encoder pass for a new answer.
+and 0.847 alone, 0.861 together); each member costs one more encoder pass for a new answer, so
+the default judge ships one (``docs/log.md``, 2026-11-29: four gave the same board).
 Member 0's tensors are named ``lora.*`` and ``head.*``, member i's ``m<i>.lora.*`` and ``m<i>.head.*``.
 """
 
