@@ -124,3 +124,24 @@ def test_shipped_default_judge_weighs_the_shipped_reader():
     # the same answer but for a trailing space, its reading stored the other way round: the judge follows it
     judge.quality.bank.add([pair_key(q[0], b[0], a[0] + " ")], np.array([3.0]))
     assert judge.judge_matrix(crit, q, [a[0] + " "], b)[0] < p[0] - 0.05
+
+
+def test_readings_another_process_stored_are_taken_and_kept(tmp_path):
+    """A running server and ``usl data add-model`` share a data directory: the server takes the pairs
+    the other process read instead of reading them again, and its own saves keep them."""
+    from usl.crm.quality_bank import QualityReading
+    from usl.weights import shipped
+
+    server = QualityReading.for_weights(shipped("fast-crm"), tmp_path)
+    other = QualityReading.for_weights(shipped("fast-crm"), tmp_path)
+    assert server.missing(["q1"], ["a1"], ["b1"]) == 1
+
+    fill(other.bank, lambda *_: np.array([2.5]), ["q1"], ["a1"], ["b1"], path=other._path)
+    fill(server.bank, lambda *_: np.array([-1.0]), ["q2"], ["a2"], ["b2"], path=server._path)
+    stored = QualityBank.load(server._path)
+    np.testing.assert_allclose(stored.lookup(["q1", "q2"], ["a1", "a2"], ["b1", "b2"]), [2.5, -1.0])
+
+    fill(other.bank, lambda *_: np.array([0.5]), ["q3"], ["a3"], ["b3"], path=other._path)
+    server._reader = object()                 # reading a pair with the model would fail here
+    assert server.missing(["q3"], ["a3"], ["b3"]) == 0
+    np.testing.assert_allclose(server.readings(["q1", "q3"], ["a1", "a3"], ["b1", "b3"]), [2.5, 0.5])

@@ -64,6 +64,19 @@ class QualityBank:
         self.values = np.concatenate([self.values, np.array([v for _, v in new], np.float32)])
         self._index.update({k: start + i for i, (k, _) in enumerate(new)})
 
+    def absorb(self, path: Path) -> bool:
+        """Add the readings a file holds that this bank lacks, in place (another process's: a
+        ``usl data add-model`` beside a running server). False when the file is unreadable."""
+        try:
+            other = QualityBank.load(path)
+        except ValueError as e:
+            log.warning("%s; not merged", e)
+            return False
+        if other.reader != self.reader:
+            raise ValueError(f"cannot merge readings of {other.reader} into a bank of {self.reader}")
+        self.add([bytes(k) for k in other.keys], other.values)
+        return True
+
     def merged(self, other: QualityBank) -> QualityBank:
         if other.reader != self.reader:
             raise ValueError(f"cannot merge readings of {other.reader} into a bank of {self.reader}")
@@ -124,11 +137,19 @@ def fill(bank: QualityBank, read: Reader, queries: Sequence[str], answers: Seque
         if progress:
             progress(min(k + batch, len(todo)), len(todo))
         if path is not None and unsaved >= save_every:
-            bank.save(path)
+            _save_shared(bank, path)
             unsaved = 0
     if path is not None and unsaved:
-        bank.save(path)
+        _save_shared(bank, path)
     return bank.lookup(queries, answers, baselines)
+
+
+def _save_shared(bank: QualityBank, path: Path) -> None:
+    """Save ``bank`` to a file other processes of the same data directory also write: the readings
+    they stored since are merged in first, so none is lost."""
+    if path.is_file():
+        bank.absorb(path)
+    bank.save(path)
 
 
 def _main() -> None:
@@ -212,6 +233,7 @@ class QualityReading:
         # strings' hashes are cached by Python, so this costs milliseconds where a lookup costs 0.1 s)
         self._memo: dict[tuple[int, int, int, int], np.ndarray] = {}
         self._path = home_path(paths.cache_dir(home), gate.reader_identity)
+        self._stamp: int | None = None   # the home file's mtime when last merged
 
     @classmethod
     def for_weights(cls, weights: Path, home: str | Path | None, reader: str = "") -> QualityReading | None:
@@ -243,6 +265,7 @@ class QualityReading:
             bank = QualityBank.empty(self.gate.reader_identity)
             for path in self._shipped():
                 bank = bank.merged(QualityBank.load(path))
+            self._stamp = self._mtime()
             if self._path.is_file():
                 try:
                     bank = bank.merged(QualityBank.load(self._path))
@@ -250,6 +273,18 @@ class QualityReading:
                     log.warning("%s; reading those pairs again", e)
             self._bank = bank
         return self._bank
+
+    def _mtime(self) -> int | None:
+        try:
+            return self._path.stat().st_mtime_ns
+        except OSError:
+            return None
+
+    def _refresh(self) -> None:
+        """Merge what another process stored in this data directory's file since it was read."""
+        stamp = self._mtime()
+        if stamp is not None and stamp != self._stamp and self.bank.absorb(self._path):
+            self._stamp = stamp
 
     def _shipped(self) -> list[Path]:
         from usl.crm.inference import model_dir_of
@@ -262,6 +297,8 @@ class QualityReading:
         return sorted(model_dir_of(path).glob("bank-*.npz")) if path else []
 
     def missing(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str]) -> int:
+        if np.isnan(self.bank.lookup(queries, answers, baselines)).any():
+            self._refresh()
         return int(np.isnan(self.bank.lookup(queries, answers, baselines)).sum())
 
     def readings(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str],
@@ -271,6 +308,9 @@ class QualityReading:
         if key in self._memo:
             return self._memo[key]
         have = self.bank.lookup(queries, answers, baselines)
+        if np.isnan(have).any():
+            self._refresh()
+            have = self.bank.lookup(queries, answers, baselines)
         if not np.isnan(have).any():
             return self._remember(key, have)
         n = int(np.isnan(have).sum())
