@@ -90,6 +90,14 @@ def test_style_scorer_round_trips_looks_up_known_answers_and_caches_the_rest(fit
     np.testing.assert_allclose(torn.scores(texts), got, atol=1e-5)
     assert len(read_table(cache, 2)) == 2  # rewritten whole: the two answers the network scored
 
+    one, two = (StyleScorer.load(tmp_path, base_path=base) for _ in range(2))   # two processes, one home
+    for sc in (one, two):
+        sc.cache_dir = tmp_path / "shared"
+        sc.scores(["Warm."])
+    one.scores(["Only the first process read this."])
+    two.scores(["Only the second process read this."])
+    assert len(read_table(tmp_path / "shared" / cache.name, 2)) == 3    # neither save dropped the other's
+
     scorer.known = {}
     scorer.save(tmp_path)  # no table now: the old one, another model's scores, must not stay behind
     assert not (tmp_path / "style_scorer" / "known.npz").exists()

@@ -320,9 +320,17 @@ class StyleScorer:
         return self._cache
 
     def _save_cache(self) -> None:
+        """Write the computed scores, with those another process of the data directory wrote meanwhile
+        (``usl data add-model`` beside a running server)."""
         f = self._cache_file()
         if f is None or not self._cache:
             return
+        if f.exists():
+            try:
+                for k, v in read_table(f, len(self.cfg.labels)).items():
+                    self._cache.setdefault(k, v)
+            except ValueError:  # a torn file: rewritten with what this process holds
+                pass
         try:
             write_table(f, self._cache)
         except OSError as e:  # a full disk or a read-only home costs a recomputation later, not the run
