@@ -54,3 +54,38 @@ def test_a_stale_record_is_ignored(tmp_path):
     (tmp_path / "serve.json").write_text(json.dumps({"url": "http://127.0.0.1:9", "pid": 2 ** 22 + 17}))
     r = rank(tmp_path)
     assert r.returncode == 0 and json.loads(r.stdout)["rows"]
+
+
+def test_a_running_server_ranks_a_model_added_and_removed_from_the_shell(tmp_path):
+    """The server keeps finished boards; once `usl data add-model` (another process) changes the data,
+    the same criteria and the default board are ranked again, with the new model, and without it once
+    it is removed."""
+    import httpx
+
+    make_tiny(tmp_path)
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+    def data(*args):
+        r = subprocess.run([sys.executable, "-m", "usl.cli", "--home", str(tmp_path), "data", *args,
+                            "--benchmark", "tiny"], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r
+
+    own = tmp_path / "m_new.jsonl"
+    own.write_text("".join(json.dumps({"instruction": f"Write a poem number {i}", "output": "new " * 30}) + "\n"
+                           for i in range(8, 16)))
+    with usl_serve(tmp_path, "--no-import", "--benchmark", "tiny", "--judge", "length", "--refine-with", "none") as url:
+        def models(board: dict) -> set[str]:
+            return {row["model"] for row in board["rows"]}
+
+        def default() -> set[str]:
+            return models(httpx.get(url + "/api/leaderboard", timeout=60).json()["leaderboard"])
+
+        before = models(json.loads(rank(tmp_path).stdout))
+        assert default() == before and "m_new" not in before
+        data("add-model", str(own), "--judge", "none")
+        served = rank(tmp_path)
+        assert "ranked by usl serve" in served.stderr
+        assert models(json.loads(served.stdout)) == before | {"m_new"} == default()
+        data("remove-model", "m_new")
+        assert models(json.loads(rank(tmp_path).stdout)) == before == default()

@@ -58,7 +58,7 @@ from usl.leaderboard.refine import MIN_JUDGED, refinement_order
 from usl.leaderboard.refine import refine as refine_board
 from usl.leaderboard.types import Comparison, Leaderboard, LeaderboardSpec, Row
 from usl.store.db import Store
-from usl.types import Criteria
+from usl.types import Criteria, DataError
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -115,6 +115,16 @@ class LeaderboardService:
         from usl.data.topics import load_topics
 
         return load_topics(self.store, benchmark)
+
+    def data_version(self, benchmark: str) -> str:
+        """The benchmark's stored content version ('' for no such benchmark): a board computed from an
+        older one is out of date."""
+        from usl.store.benchmarks import stored_version
+
+        try:
+            return stored_version(self.store, benchmark)
+        except DataError:
+            return ""
 
     def answers(self, benchmark: str) -> Answers:
         """The benchmark's answers, kept in memory while its stored version stays the same: a model

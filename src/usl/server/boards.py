@@ -37,7 +37,9 @@ class Boards:
     def __init__(self, service: Any, config: ServerConfig):
         self.service, self.config = service, config
         self.queue = FairQueue(config.workers, config.max_waiting, config.max_waiting_per_client, "usl-rank")
-        self.jobs = RankJobs(service.rank, cache_size=config.cache_size, queue=self.queue)
+        version = getattr(service, "data_version", None)   # a board is ranked anew once its data changed
+        self.jobs = RankJobs(service.rank, cache_size=config.cache_size, queue=self.queue,
+                             version=(lambda spec: version(spec.benchmark)) if version else None)
         # Refinement steps take turns client by client (see stream.refine_events); waiting room for
         # every stream that may be open.
         self.refine_queue = FairQueue(config.refine_workers, config.refine_streams,

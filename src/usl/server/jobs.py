@@ -11,6 +11,10 @@ is dropped from the queue if it has not started, or stopped at the engine's next
 report (the progress callback raises ``JobCancelled``). Jobs submitted with ``keep=True`` (the
 default leaderboard, which everyone needs) are never cancelled.
 
+A finished board is kept for its spec and the data it was ranked on: once a model is added to or
+removed from the benchmark (``usl data add-model`` in another process), the same spec is ranked
+anew.
+
 Jobs wait on a ``FairQueue`` (``usl.server.scheduler``): client by client, with a bound on what
 may wait; a job the queue turns away raises ``QueueFull`` to its requesters and is forgotten.
 """
@@ -50,6 +54,7 @@ def spec_key(spec: LeaderboardSpec) -> str:
 class Job:
     spec: LeaderboardSpec
     keep: bool = False
+    key: str = ""           # spec_key and the data version: where RankJobs keeps it
     future: "Future[Leaderboard]" = field(default_factory=Future)
     done: int = 0
     total: int = 0
@@ -99,8 +104,10 @@ class RankJobs:
     """
 
     def __init__(self, rank: Callable[..., Leaderboard], *, workers: int = 2, cache_size: int = 64,
-                 queue: FairQueue | None = None):
+                 queue: FairQueue | None = None, version: Callable[[LeaderboardSpec], str] | None = None):
+        """``version(spec)``: the stored version of the spec's data, part of a finished board's key."""
         self._rank = rank
+        self._version = version
         self._pool = queue or FairQueue(workers=workers, name="usl-rank")
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
@@ -108,14 +115,14 @@ class RankJobs:
         self.cancelled = 0          # jobs cancelled so far (for tests and /api/health-like checks)
 
     def submit(self, spec: LeaderboardSpec, *, keep: bool = False) -> Job:
-        key = spec_key(spec)
+        key = spec_key(spec) + ("\n" + self._version(spec) if self._version else "")
         with self._lock:
             job = self._jobs.get(key)
             if job is not None and not job.cancelled:
                 job.keep = job.keep or keep
                 self._jobs.move_to_end(key)
                 return job
-            job = Job(spec, keep=keep)
+            job = Job(spec, keep=keep, key=key)
             self._jobs[key] = job
             self._evict()
         try:
@@ -142,9 +149,8 @@ class RankJobs:
                 return
             job.cancelled = True
             self.cancelled += 1
-            key = spec_key(job.spec)
-            if self._jobs.get(key) is job:
-                del self._jobs[key]
+            if self._jobs.get(job.key) is job:
+                del self._jobs[job.key]
         log.info("cancelled an abandoned leaderboard job")
         job.future.cancel()     # succeeds only if it has not started; else progress() stops it
 
