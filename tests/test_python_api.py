@@ -36,7 +36,7 @@ def test_the_docs_examples_run(tmp_path, capsys):
         except Exception as e:  # noqa: BLE001 - name the example that failed
             pytest.fail(f"docs/python_api.md example {i + 1} failed: {type(e).__name__}: {e}\n{code}")
     printed = capsys.readouterr().out
-    assert "tiny 16 queries, 4 models, baseline base" in printed
+    assert "tiny 16 queries, 3 models and the baseline base" in printed
     assert "Kendall tau" in printed
 
 

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import time
 
 import httpx
 import pytest
@@ -53,6 +54,11 @@ def test_topics_and_default_board(served):
     assert m_mid["topics"] == {"Coding": 50.0, "Creative writing": 100.0}
     assert m_mid["avg_length"] == 11.0 and m_mid["n"] == 16
     assert body["is_default"] and body["comparison"]["kendall_tau"] == 1.0
+    home = served[0]
+    deadline = time.monotonic() + 30      # the log line follows the warm-up's job, which the request shared
+    while "default board ranked (3 models)" not in serve_output(home) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "the page is ready" in serve_output(home)
 
 
 def test_topic_selection_changes_the_ranking(served):

@@ -74,7 +74,8 @@ def import_alpaca_eval(
         if source is None:
             shared = paths.shared_data()
             if shared is None or not (shared / "alpaca_eval").is_dir():
-                raise DataError("no local copy found (../shared/data/alpaca_eval); pass --source PATH or "
+                raise DataError("no local copy found (../shared/data/alpaca_eval); set USL_SHARED_DATA to the "
+                                "folder that holds alpaca_eval/, or pass --source PATH or "
                                 f"--source {ae.DEFAULT_GITHUB}")
             source = str(shared / "alpaca_eval")
         local = source

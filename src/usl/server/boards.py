@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from typing import Any
 from urllib.parse import urlencode
 
@@ -193,9 +194,18 @@ class Boards:
                 if why:    # the refusal a request would get, and no hour of reading at start-up
                     log.warning("default board not ranked: %s", why)
                 else:
-                    self.jobs.submit(spec, keep=True)
+                    started = time.perf_counter()
+                    self.jobs.submit(spec, keep=True).future.add_done_callback(lambda f: _ready(f, started))
         except Exception as e:  # noqa: BLE001 - a failed warm-up must not stop the server
             log.warning("warm-up failed: %s", e)
+
+
+def _ready(fut, started: float) -> None:
+    """Say when the default board, the one the page opens with, is ranked (the first start reads
+    every answer: minutes)."""
+    if not fut.cancelled() and fut.exception() is None:
+        log.info("default board ranked (%d models) in %.0f s: the page is ready", len(fut.result().rows),
+                 time.perf_counter() - started)
 
 
 def _warm_judges(service: Any, specs: tuple[str, ...], benchmark: str) -> None:
