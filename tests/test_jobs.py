@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -272,7 +273,9 @@ class Recording(LengthJudge):
         return super().judge(requests)
 job = ScoringJob(Criteria(("helpful",)), "base", ("long", "short"), tuple(q.id for q in data.benchmark.queries))
 s = score_distributed(data, Recording(), job, JudgmentCache(store))
-print(json.dumps({"rank": dist.get_rank(), "judged": len(judged), "scores": s.tolist()}).replace("NaN", "null"))
+# a file per process: the two processes' lines on one stdout may interleave
+with open(f"{sys.argv[1]}.rank{dist.get_rank()}.json", "w") as f:
+    f.write(json.dumps({"rank": dist.get_rank(), "judged": len(judged), "scores": s.tolist()}).replace("NaN", "null"))
 dist.destroy_process_group()
 """
 
@@ -291,7 +294,7 @@ def test_two_processes_score_one_board_into_one_store(store, tmp_path):
                            str(script), str(store.path)], cwd=root, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = sorted((json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")), key=lambda r: r["rank"])
+    out = [json.loads(Path(f"{store.path}.rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["judged"] for r in out] == [8, 6]             # 7 answered pairs, both orders, split by pair
     cache = JudgmentCache(store)
     assert cache.count() == 14                              # every verdict once
