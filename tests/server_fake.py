@@ -54,6 +54,9 @@ class FakeService:
     def benchmarks(self) -> list[str]:
         return ["tiny"]
 
+    def data_version(self, benchmark: str) -> str:
+        return "v1" if benchmark == "tiny" else ""
+
     def topics(self, benchmark: str) -> list[FakeTopic]:
         if benchmark != "tiny":
             raise ValueError(f"unknown benchmark {benchmark!r}")

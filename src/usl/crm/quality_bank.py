@@ -64,24 +64,17 @@ class QualityBank:
         self.values = np.concatenate([self.values, np.array([v for _, v in new], np.float32)])
         self._index.update({k: start + i for i, (k, _) in enumerate(new)})
 
-    def absorb(self, path: Path) -> bool:
-        """Add the readings a file holds that this bank lacks, in place (another process's: a
-        ``usl data add-model`` beside a running server). False when the file is unreadable."""
-        try:
-            other = QualityBank.load(path)
-        except ValueError as e:
-            log.warning("%s; not merged", e)
-            return False
+    def absorb(self, other: QualityBank) -> int:
+        """Add the readings of ``other`` this bank lacks, in place; returns how many were new."""
         if other.reader != self.reader:
             raise ValueError(f"cannot merge readings of {other.reader} into a bank of {self.reader}")
+        before = len(self)
         self.add([bytes(k) for k in other.keys], other.values)
-        return True
+        return len(self) - before
 
     def merged(self, other: QualityBank) -> QualityBank:
-        if other.reader != self.reader:
-            raise ValueError(f"cannot merge readings of {other.reader} into a bank of {self.reader}")
         out = QualityBank(self.keys.copy(), self.values.copy(), self.reader)
-        out.add([bytes(k) for k in other.keys], other.values)
+        out.absorb(other)
         return out
 
     def lookup(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str]) -> np.ndarray:
@@ -147,9 +140,24 @@ def fill(bank: QualityBank, read: Reader, queries: Sequence[str], answers: Seque
 def _save_shared(bank: QualityBank, path: Path) -> None:
     """Save ``bank`` to a file other processes of the same data directory also write: the readings
     they stored since are merged in first, so none is lost."""
-    if path.is_file():
-        bank.absorb(path)
+    stored = _stored(path, bank.reader)
+    if stored is not None:
+        bank.absorb(stored)
     bank.save(path)
+
+
+def _stored(path: Path, reader: str) -> QualityBank | None:
+    """``reader``'s bank saved at ``path``; None when there is none, or a torn or foreign file (named)."""
+    if not path.is_file():
+        return None
+    try:
+        stored = QualityBank.load(path)
+        if stored.reader != reader:
+            raise ValueError(f"{path}: readings of {stored.reader}, not {reader}")
+        return stored
+    except ValueError as e:
+        log.warning("%s; reading its pairs again", e)
+        return None
 
 
 def _main() -> None:
@@ -264,27 +272,24 @@ class QualityReading:
         if self._bank is None:
             bank = QualityBank.empty(self.gate.reader_identity)
             for path in self._shipped():
-                bank = bank.merged(QualityBank.load(path))
-            self._stamp = self._mtime()
-            if self._path.is_file():
-                try:
-                    bank = bank.merged(QualityBank.load(self._path))
-                except ValueError as e:   # a torn or foreign file: named, set aside, read again
-                    log.warning("%s; reading those pairs again", e)
+                bank.absorb(QualityBank.load(path))
             self._bank = bank
+            self._refresh()
         return self._bank
 
-    def _mtime(self) -> int | None:
+    def _refresh(self) -> bool:
+        """Merge this data directory's file when it changed since it was last read (another process,
+        ``usl data add-model`` beside a running server, stores its readings there); True when that
+        brought readings this bank lacked."""
         try:
-            return self._path.stat().st_mtime_ns
+            stamp = self._path.stat().st_mtime_ns
         except OSError:
-            return None
-
-    def _refresh(self) -> None:
-        """Merge what another process stored in this data directory's file since it was read."""
-        stamp = self._mtime()
-        if stamp is not None and stamp != self._stamp and self.bank.absorb(self._path):
-            self._stamp = stamp
+            return False
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        stored = _stored(self._path, self.bank.reader)
+        return stored is not None and self.bank.absorb(stored) > 0
 
     def _shipped(self) -> list[Path]:
         from usl.crm.inference import model_dir_of
@@ -297,9 +302,14 @@ class QualityReading:
         return sorted(model_dir_of(path).glob("bank-*.npz")) if path else []
 
     def missing(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str]) -> int:
-        if np.isnan(self.bank.lookup(queries, answers, baselines)).any():
-            self._refresh()
-        return int(np.isnan(self.bank.lookup(queries, answers, baselines)).sum())
+        return int(np.isnan(self._lookup(queries, answers, baselines)).sum())
+
+    def _lookup(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str]) -> np.ndarray:
+        """The stored readings, after taking what another process stored if some pair is missing."""
+        have = self.bank.lookup(queries, answers, baselines)
+        if np.isnan(have).any() and self._refresh():
+            have = self.bank.lookup(queries, answers, baselines)
+        return have
 
     def readings(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str],
                  progress: Progress | None = None) -> np.ndarray:
@@ -307,10 +317,7 @@ class QualityReading:
         key = (len(queries), hash(tuple(queries)), hash(tuple(answers)), hash(tuple(baselines)))
         if key in self._memo:
             return self._memo[key]
-        have = self.bank.lookup(queries, answers, baselines)
-        if np.isnan(have).any():
-            self._refresh()
-            have = self.bank.lookup(queries, answers, baselines)
+        have = self._lookup(queries, answers, baselines)
         if not np.isnan(have).any():
             return self._remember(key, have)
         n = int(np.isnan(have).sum())

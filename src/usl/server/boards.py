@@ -1,8 +1,8 @@
 """The server's side of the engine: checking a request against what exists, ranking through the
 shared jobs, and shaping the answer (the board, its comparison with the default, warnings).
 
-``Boards`` wraps any object with the ``LeaderboardService`` methods (``benchmarks``, ``topics``,
-``rank``, ``examples``, ``contradictions``). Blocking service calls run on threads so the event
+``Boards`` wraps any object with the ``LeaderboardService`` methods (``benchmarks``, ``data_version``,
+``topics``, ``rank``, ``examples``, ``contradictions``). Blocking service calls run on threads so the event
 loop keeps answering while a leaderboard is judged.
 """
 
@@ -38,9 +38,8 @@ class Boards:
     def __init__(self, service: Any, config: ServerConfig):
         self.service, self.config = service, config
         self.queue = FairQueue(config.workers, config.max_waiting, config.max_waiting_per_client, "usl-rank")
-        version = getattr(service, "data_version", None)   # a board is ranked anew once its data changed
-        self.jobs = RankJobs(service.rank, cache_size=config.cache_size, queue=self.queue,
-                             version=(lambda spec: version(spec.benchmark)) if version else None)
+        self.jobs = RankJobs(service.rank, cache_size=config.cache_size, queue=self.queue,   # a board is ranked
+                             version=lambda spec: service.data_version(spec.benchmark))   # anew once its data changed
         # Refinement steps take turns client by client (see stream.refine_events); waiting room for
         # every stream that may be open.
         self.refine_queue = FairQueue(config.refine_workers, config.refine_streams,
