@@ -111,3 +111,96 @@ def test_a_model_named_twice_is_named(tmp_path):
     src = shared_layout(tmp_path / "ae")
     one_error_line(usl(tmp_path / "home", "data", "import", "alpaca-eval", "--source", str(src), "--models", "m1,m1"),
                    "'m1' is named twice")
+
+
+# ---- every input in its range, from one definition (usl.leaderboard.limits) -----------------------
+BAD_SPEC_INPUTS = [
+    (["--n-bootstrap", "1000000000000"], "--n-bootstrap: 1000000000000 is out of range; it must be from 0 to 10,000"),
+    (["--n-bootstrap", "-5"], "--n-bootstrap: -5 is out of range"),
+    (["--seed", "-1"], "--seed: -1 is out of range; it must be from 0 to 4,294,967,295"),
+    (["--seed", str(2**40)], "--seed: 1099511627776 is out of range"),
+    ([x for i in range(10_000) for x in ("--criteria", f"wish {i}")], "--criteria: 10000 given; at most 10"),
+    ([x for i in range(11) for x in ("--avoid", f"fault {i}")], "--avoid: 11 given; at most 10"),
+    (["--criteria", "Concise", "--criteria", "w" * 301], "--criteria #2: 301 characters; at most 300"),
+    (["--criteria", "Concise", "--criteria", "caf\udce9 style"], "--criteria #2: not valid UTF-8"),  # b"caf\xe9"
+    (["--avoid", "\udcff\udcfe"], "--avoid #1: not valid UTF-8"),
+    (["--use-case", "u" * 501], "--use-case: 501 characters; at most 500"),
+    (["--topics", ",".join(f"t{i}" for i in range(201))], "--topics: 201 given; at most 200"),
+    (["--baseline", "b" * 201], "--baseline: 201 characters; at most 200"),
+    (["--judge", "llm:" + "j" * 1000], "--judge: 1004 characters; at most 1000"),
+]
+
+
+@pytest.fixture
+def tiny_home(tmp_path):
+    from server_real import make_tiny
+
+    home = tmp_path / "home"
+    home.mkdir()
+    make_tiny(home)
+    return home
+
+
+def _files(home):
+    return {p.name: p.read_bytes() for p in sorted(home.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("args, needle", BAD_SPEC_INPUTS, ids=[n.split(":")[0] + str(i) for i, (_, n) in
+                                                              enumerate(BAD_SPEC_INPUTS)])
+def test_rank_refuses_inputs_out_of_range_at_once_naming_the_option(tiny_home, args, needle):
+    import time
+
+    before = _files(tiny_home)
+    t0 = time.perf_counter()
+    r = usl(tiny_home, "rank", "--benchmark", "tiny", "--no-server", *args)
+    assert time.perf_counter() - t0 < 2.0
+    one_error_line(r, needle)
+    assert _files(tiny_home) == before
+
+
+def test_compare_and_a_saved_spec_are_held_to_the_same_ranges(tiny_home, tmp_path):
+    one_error_line(usl(tiny_home, "compare", "--a-criteria", "Concise", "--b-criteria", "x\udcff"),
+                   "--b-criteria #1: not valid UTF-8")
+    one_error_line(usl(tiny_home, "compare", "--a-criteria", "x", "--b-criteria", "y", "--n-bootstrap", "-1"),
+                   "--n-bootstrap: -1 is out of range")
+    spec = tmp_path / "board.json"
+    spec.write_text(json.dumps({"spec": {"n_bootstrap": 10**12, "benchmark": "tiny"}, "rows": []}))
+    one_error_line(usl(tiny_home, "rank", "--spec", str(spec)), f"{spec}: spec.n_bootstrap: 1000000000000 is out of range")
+    spec.write_text(json.dumps({"criteria": {"likes": [f"c{i}" for i in range(11)]}}))
+    one_error_line(usl(tiny_home, "rank", "--spec", str(spec)), "spec.criteria.likes: 11 given; at most 10")
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"n_bootstrap": 10_001}, r"n_bootstrap: 10001 is out of range; it must be from 0 to 10,000"),
+    ({"n_bootstrap": True}, r"n_bootstrap: expected an integer, got bool"),
+    ({"seed": -3}, r"seed: -3 is out of range"),
+    ({"likes": ["ok", "x" * 301]}, r"criteria\.likes\[1\]: 301 characters; at most 300"),
+    ({"avoid": ["bad \udc80 bytes"]}, r"criteria\.avoid\[0\]: not valid UTF-8 \(undecodable bytes at character 4\)"),
+    ({"likes": [f"c{i}" for i in range(11)]}, r"criteria\.likes: 11 given; at most 10"),
+    ({"topics": ["t" * 201]}, r"topics\[0\]: 201 characters"),
+])
+def test_the_python_api_raises_the_same_errors_before_any_work(options, match):
+    from usl.leaderboard.limits import InputError
+    from usl.leaderboard.types import LeaderboardSpec
+    from usl.types import Criteria
+
+    likes, avoid = options.pop("likes", ()), options.pop("avoid", ())
+    kw = {"criteria": Criteria(tuple(likes), tuple(avoid))} if likes or avoid else {}
+    with pytest.raises(InputError, match=match):
+        LeaderboardSpec(**kw, **options)
+
+
+def test_the_edges_of_each_range_are_accepted():
+    from usl.leaderboard.limits import LIMITS
+    from usl.leaderboard.types import LeaderboardSpec
+    from usl.server.schemas import SpecIn
+    from usl.types import Criteria
+
+    likes = tuple(str(i) + "l" * (LIMITS.max_criterion_chars - 1) for i in range(LIMITS.max_criteria))
+    for n, seed in ((0, 0), (LIMITS.max_bootstrap, LIMITS.max_seed)):
+        spec = LeaderboardSpec(criteria=Criteria(likes, ("Jargon, clichés",)), n_bootstrap=n, seed=seed)
+        assert spec.n_bootstrap == n and len(spec.criteria.likes) == 10
+    # the HTTP schema is built from the same numbers
+    props = SpecIn.model_json_schema()["properties"]
+    assert props["likes"]["maxItems"] == LIMITS.max_criteria
+    assert props["likes"]["items"]["maxLength"] == LIMITS.max_criterion_chars

@@ -366,12 +366,25 @@ def test_an_upstream_that_echoes_the_request_does_not_leak_secrets(api_factory, 
     ('{"x-api-key": "k-123456789"}', "k-123456789"),
     ("key sk-proj-AbCdEf0123456789 revoked", "sk-proj-AbCdEf0123456789"),
     ("https://h/v1?key=AIzaSyD-0123456789abcdefghij", "AIzaSyD-0123456789abcdefghij"),
+    ("upstream echoed: Basic YWxpY2U6aHVudGVyMg==", "YWxpY2U6aHVudGVyMg"),            # alice:hunter2, no header name
+    ('{"auth": "basic Ym9iOnMzY3JldA"}', "Ym9iOnMzY3JldA"),                         # bob:s3cret, unpadded
+    ("connect to http://alice:hunter2@10.0.0.1:8080/v1 failed", "hunter2"),
+    ("proxy alice:hunter2@proxy.lan refused", "hunter2"),                             # no scheme
+    ("base_url=https://u:p4ss@h.example/v1", "p4ss"),
 ])
 def test_redact_removes_credential_shapes_it_was_not_told(text, secret):
     from usl.judges.redact import redact
 
     out = redact(text)
     assert secret not in out and "[redacted]" in out
+
+
+@pytest.mark.parametrize("text", ["basic knowledge of Python", "mail bob@example.com at 10:30", "ratio 3:2 @ noon",
+                                  "http://h.example:8080/v1 answered 500"])
+def test_redact_leaves_text_that_holds_no_credential(text):
+    from usl.judges.redact import redact
+
+    assert redact(text) == text
 
 
 def test_public_judge_spec_hides_base_url_credentials():

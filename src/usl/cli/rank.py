@@ -51,7 +51,8 @@ def rank(ctx: typer.Context,
          baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model (default: the benchmark's)."),
          benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark name in the store."),
          fmt: str = typer.Option("table", "--format", "-f", help="table | json | csv | md"),
-         n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples of the queries for CIs."),
+         n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples of the queries for CIs "
+                                                                     "(0 to 10,000; 0: none)."),
          seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
          per_criterion: bool = typer.Option(True, "--per-criterion/--no-per-criterion",
                                             help="Also judge each criterion alone (breakdown)."),
@@ -175,8 +176,13 @@ def compare(ctx: typer.Context,
 
 
 # ---- shared by the commands -------------------------------------------------------------------
+OPTIONS = {"topics": "--topics", "use_case": "--use-case", "judge": "--judge", "baseline": "--baseline",
+           "benchmark": "--benchmark", "n_bootstrap": "--n-bootstrap", "seed": "--seed"}   # spec field -> option
+
+
 def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=None, benchmark="alpaca_eval",
           n_bootstrap=1000, seed=0, per_criterion=True, options=("--criteria", "--avoid")):
+    from usl.leaderboard.limits import InputError
     from usl.leaderboard.types import LeaderboardSpec
     from usl.types import Criteria
 
@@ -192,11 +198,12 @@ def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=Non
         kw["criteria"] = Criteria(tuple(criteria or ()), tuple(avoid or ()))
     if topics and use_case:
         raise ValueError("use --topics or --use-case, not both")
-    if n_bootstrap < 0:
-        raise ValueError("--n-bootstrap must be >= 0")
-    return LeaderboardSpec(benchmark=benchmark, topics=topic_names,
-                           use_case=use_case, judge=judge, baseline=baseline, n_bootstrap=n_bootstrap, seed=seed,
-                           per_criterion=per_criterion, **kw)
+    try:            # every field in its range (usl.leaderboard.limits), before anything loads
+        return LeaderboardSpec(benchmark=benchmark, topics=topic_names, use_case=use_case, judge=judge,
+                               baseline=baseline, n_bootstrap=n_bootstrap, seed=seed, per_criterion=per_criterion,
+                               **kw)
+    except InputError as e:
+        raise ValueError(e.named({**OPTIONS, "criteria.likes": options[0], "criteria.avoid": options[1]})) from None
 
 
 def _read_spec(path: str):

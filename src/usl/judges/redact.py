@@ -5,12 +5,15 @@ the API key into our error message; a ``base_url`` may carry ``user:password@`` 
 
 >>> redact("HTTP 400: got Authorization: Bearer sk-abc123def456ghi789", secrets=("sk-abc123def456ghi789",))
 'HTTP 400: got Authorization: [redacted]'
+>>> redact("proxy said: Basic YWxpY2U6aHVudGVyMg== for http://alice:hunter2@h/v1")
+'proxy said: Basic [redacted] for http://[redacted]@h/v1'
 >>> public_url("https://user:pw@api.example/v1?key=abc")
 'https://api.example/v1'
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Iterable
 from urllib.parse import urlsplit, urlunsplit
@@ -19,6 +22,9 @@ from urllib.parse import urlsplit, urlunsplit
 _PATTERNS = [
     re.compile(r"(?i)\b(authorization|proxy-authorization)(\"?\s*[:=]\s*\"?)[^\r\n,;\"}]*"),
     re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"(?i)\bbasic\s+([A-Za-z0-9+/]{4,}={0,2})(?![\w+/=])"),
+    # user:password@ in a URL (with or without its scheme): the credentials go, the host stays
+    re.compile(r"(?i)(?<![\w.%+-])([a-z][a-z0-9+.-]*://)?[^\s/:@\"'<>]+:[^\s/@\"'<>]*@(?=[\w\[])"),
     re.compile(r"(?i)\b(api[_-]?key|x-api-key|access[_-]?token|secret|password|token|key)\b(\"?\s*[:=]\s*\"?)"
                r"[^\s\"'&,;}]+"),
     re.compile(r"\b(sk|pk|rk|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{8,}"),
@@ -33,10 +39,20 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
             text = text.replace(s, "[redacted]")
     text = _PATTERNS[0].sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
     text = _PATTERNS[1].sub("Bearer [redacted]", text)
-    text = _PATTERNS[2].sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
-    for p in _PATTERNS[3:]:
+    text = _PATTERNS[2].sub(lambda m: "Basic [redacted]" if _is_basic(m.group(1)) else m.group(0), text)
+    text = _PATTERNS[3].sub(lambda m: f"{m.group(1) or ''}[redacted]@", text)
+    text = _PATTERNS[4].sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
+    for p in _PATTERNS[5:]:
         text = p.sub("[redacted]", text)
     return text
+
+
+def _is_basic(value: str) -> bool:
+    """A Basic credential is base64 of ``user:password`` ("basic knowledge" is not one)."""
+    try:
+        return b":" in base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except ValueError:
+        return False
 
 
 def public_url(url: str) -> str:

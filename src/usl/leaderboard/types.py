@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from usl.leaderboard.limits import InputError, check_spec
 from usl.types import Criteria, CriterionReading
 
 
@@ -20,6 +21,9 @@ class LeaderboardSpec:
     n_bootstrap: int = 1000
     seed: int = 0
     per_criterion: bool = True        # also judge each criterion alone
+
+    def __post_init__(self):
+        check_spec(self)              # every field in its range (usl.leaderboard.limits), before any work
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -56,7 +60,10 @@ class LeaderboardSpec:
                 raise ValueError(f"{where}.criteria: expected {{\"likes\": [...], \"avoid\": [...]}}")
             kw["criteria"] = Criteria(tuple(_strings(c.get("likes", []), f"{where}.criteria.likes")),
                                       tuple(_strings(c.get("avoid", []), f"{where}.criteria.avoid")))
-        return cls(**kw)
+        try:
+            return cls(**kw)
+        except InputError as e:
+            raise ValueError(f"{where}.{e}") from None
 
 
 def drift(recorded: dict, now: dict) -> list[str]:

@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from usl.judges.llm_api import LLMJudgeError
 from usl.judges.redact import public_judge
@@ -36,7 +37,7 @@ from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, Lea
                                 TopicOut)
 from usl.server.docs import add_docs
 from usl.server.hosts import HostGuard
-from usl.server.limits import SizeLimits, quote
+from usl.server.limits import MAX_DETAIL_CHARS, SizeLimits, clip, quote
 from usl.server.scheduler import ClientScope, QueueFull, TooManyStreams
 from usl.server.security import SecurityHeaders
 from usl.server.stream import leaderboard_events, refine_events
@@ -74,6 +75,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     app.add_middleware(SizeLimits, limits=cfg.connection)                           # before any read
     app.add_middleware(HostGuard, access=cfg.access)                                # outermost
     app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(QueueFull, _busy)
     app.add_exception_handler(TooManyStreams, _too_many_streams)
     app.add_exception_handler(LLMJudgeError, _judge_failed)
@@ -141,7 +143,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
 
     @app.get("/api/examples", response_model=ExamplesResponse, tags=["leaderboard"],
              summary="A model's answers beside the baseline's, with the judge's verdicts")
-    async def examples(model: str = Query(..., max_length=300),
+    async def examples(model: str = Query(..., max_length=LIMITS.max_name_chars),
                        limit: int = Query(5, ge=1, le=LIMITS.max_examples),
                        s: SpecIn = Depends(spec_query)) -> dict:
         return await boards.examples(await boards.resolve(s), model, limit)
@@ -211,25 +213,40 @@ async def _busy(request: Request, exc: QueueFull) -> JSONResponse:
 async def _judge_failed(request: Request, exc: LLMJudgeError) -> JSONResponse:
     """502: the remote judge failed; its message is redacted (usl.judges.redact), no traceback."""
     log.warning("judge failed: %s", exc)
-    return JSONResponse({"detail": f"the judge (model {exc.model}) failed: {exc}", "upstream_status": exc.status},
-                        status_code=502)
+    return JSONResponse({"detail": clip(f"the judge (model {exc.model}) failed: {exc}", MAX_DETAIL_CHARS),
+                         "upstream_status": exc.status}, status_code=502)
 
 
 async def _too_many_streams(request: Request, exc: TooManyStreams) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers={"Retry-After": "10"})
 
 
+MAX_ERRORS = 10     # validation errors told in one 422; a body of 10,000 bad fields gets the first ten
+
+
 async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """422 with one readable ``detail`` line ("likes: List should have at most 10 items ...")."""
+    """422 with one readable ``detail`` line ("likes: List should have at most 10 items ...").
+
+    Nothing the client sent comes back whole: pydantic's own errors quote the input and the unknown
+    field names, so only ``loc`` (each part clipped) and ``msg`` (clipped) are kept, for at most
+    ``MAX_ERRORS`` errors."""
     errors = exc.errors()
-    msgs = []
-    for e in errors:
-        where = tuple(e.get("loc", ()))
+    msgs, listed = [], []
+    for e in errors[:MAX_ERRORS]:
+        where = [p if isinstance(p, int) else clip(str(p)) for p in e.get("loc", ())]
+        msg = clip(str(e.get("msg", "")), 200)
+        listed.append({"loc": where, "msg": msg})
         if e.get("type") == "json_invalid":         # its loc is ("body", character offset), not a field
             msgs.append(f"body: invalid JSON at character {where[-1] if len(where) > 1 else 0}")
             continue
         loc = ".".join(str(p) for p in where if p not in ("body", "query")) or ".".join(map(str, where[:1]))
-        msgs.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
-    return JSONResponse({"detail": "; ".join(msgs),
-                         "errors": [{"loc": list(e.get("loc", ())), "msg": e.get("msg")} for e in errors]},
-                        status_code=422)
+        msgs.append(f"{loc}: {msg}" if loc else msg)
+    if len(errors) > MAX_ERRORS:
+        msgs.append(f"and {len(errors) - MAX_ERRORS} more errors")
+    return JSONResponse({"detail": clip("; ".join(msgs), MAX_DETAIL_CHARS), "errors": listed}, status_code=422)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """FastAPI's answer to an ``HTTPException``, its detail clipped: a message may quote the request."""
+    detail = clip(exc.detail, MAX_DETAIL_CHARS) if isinstance(exc.detail, str) else exc.detail
+    return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)

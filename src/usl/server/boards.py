@@ -19,11 +19,12 @@ from fastapi import HTTPException
 
 from usl.fast.length_intent import read_wishes
 from usl.judges.redact import public_judge
+from usl.leaderboard.limits import InputError
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views
 from usl.server.config import ServerConfig
 from usl.server.jobs import RankJobs, spec_key, watch
-from usl.server.limits import quote
+from usl.server.limits import MAX_DETAIL_CHARS, clip, quote
 from usl.server.scheduler import FairQueue, StreamLimit
 from usl.server.schemas import SpecIn, TopicOut
 from usl.types import Criteria, DataError
@@ -70,19 +71,18 @@ class Boards:
         known = await self.benchmarks()
         if benchmark not in known:
             raise HTTPException(422, f"unknown benchmark {quote(benchmark)}; known: {', '.join(known) or 'none'}")
-        judge = s.judge or self.config.judges[0]
-        judge = {public_judge(j): j for j in self.config.judges}.get(judge, judge)   # as /api/config shows it
-        if judge not in self.config.judges:
-            raise HTTPException(422, f"judge {quote(judge)} is not served here; choose one of: "
-                                     f"{', '.join(public_judge(j) for j in self.config.judges)}")
+        judge = served_judge(s.judge, self.config.judges)
         if any(t.strip() for t in s.topics) and s.use_case.strip():     # a blank topic is no topic
             raise HTTPException(422, "choose topics or describe your use case, not both")
         topic_ids = topic_ids_of(s.topics, await self.topics(benchmark))
         likes, avoid = clean(s.likes), clean(s.avoid)
         criteria = Criteria(likes, avoid) if likes or avoid else LeaderboardSpec().criteria
-        spec = LeaderboardSpec(criteria=criteria, benchmark=benchmark, topics=topic_ids,
-                               use_case=" ".join(s.use_case.split()), judge=judge,
-                               baseline=s.baseline or None, per_criterion=s.per_criterion)
+        try:
+            spec = LeaderboardSpec(criteria=criteria, benchmark=benchmark, topics=topic_ids,
+                                   use_case=" ".join(s.use_case.split()), judge=judge,
+                                   baseline=s.baseline or None, per_criterion=s.per_criterion)
+        except InputError as e:         # the schema checks the same limits; this is the second line
+            raise HTTPException(422, str(e)) from e
         await self._require_read(spec)
         return spec
 
@@ -100,13 +100,13 @@ class Boards:
         baseline takes an hour of CPU, not a web request's (or a start-up's) work."""
         unread = getattr(self.service, "unread_pairs", None)
         n = await asyncio.to_thread(unread, spec) if unread else 0
-        if not n:
-            return None
-        base = f", baseline {spec.baseline!r}" if spec.baseline else ""
-        return (f"judge {spec.judge!r} has no stored answer vectors for {n} pairs of this board (benchmark "
-                f"{spec.benchmark!r}{base}); reading them takes 2 transformer passes each: run `usl rank --judge "
-                f"{spec.judge} --benchmark {spec.benchmark}{f' --baseline {spec.baseline}' if spec.baseline else ''}` "
-                "once, then restart the server")
+        judge, base = public_judge(spec.judge), f", baseline {spec.baseline!r}" if spec.baseline else ""
+        baseline = f" --baseline {spec.baseline}" if spec.baseline else ""
+        if n:
+            return (f"judge {judge!r} has no stored answer vectors for {n} pairs of this board (benchmark "
+                    f"{spec.benchmark!r}{base}); reading them takes 2 transformer passes each: run `usl rank --judge "
+                    f"{judge} --benchmark {spec.benchmark}{baseline}` once, then restart the server")
+        return None
 
     def default_spec(self, spec: LeaderboardSpec | None = None) -> LeaderboardSpec:
         """The general-criteria, all-topics board that ``spec`` is compared with."""
@@ -235,6 +235,18 @@ def _warm_contradictions(service: Any) -> None:
         log.warning("contradiction warm-up failed: %s", e)
 
 
+def served_judge(name: str | None, judges: tuple[str, ...]) -> str:
+    """The configured judge spec a request names (by its spec or as /api/config shows it; None: the
+    first), else a 422 naming the served judges as /api/config shows them: a configured spec may
+    hold credentials in its base_url, and the name asked for is echoed only in part."""
+    name = name or judges[0]
+    spec = {public_judge(j): j for j in judges}.get(name, name)
+    if spec not in judges:
+        raise HTTPException(422, f"judge {quote(name)} is not served here; choose one of: "
+                                 f"{', '.join(public_judge(j) for j in judges)}")
+    return spec
+
+
 def topic_ids_of(requested: list[str], known: list[TopicOut]) -> tuple[str, ...]:
     """Topic ids or names (any case, as the CLI reads them) -> sorted unique ids; an unknown one is
     a 422 that names it."""
@@ -286,7 +298,9 @@ def example_out(e: Any) -> dict:
 
 
 def message(e: BaseException) -> str:
-    return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    """The engine's message for a request it cannot serve, clipped: it may quote the request."""
+    text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    return clip(text, MAX_DETAIL_CHARS)
 
 
 def finite(x: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The server's settings (the request limits live with the request schema, ``schemas.LIMITS``)."""
+"""The server's settings (the request limits are every door's, ``usl.leaderboard.limits.LIMITS``)."""
 
 from __future__ import annotations
 

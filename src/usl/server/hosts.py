@@ -12,9 +12,11 @@ rebinding page (evil.example resolving to 127.0.0.1) could read the API as its o
    ``Sec-Fetch-Site: cross-site``/``same-site`` (another port of the same host is another origin
    but the same site). Opening a shared link to the page is a navigation, which is allowed; a
    navigation to ``/api/...`` from another site is not (it would start work).
-3. With a token (``--token`` or ``USL_TOKEN``), ``/api/`` requests other than ``/api/health``
-   must carry it: ``Authorization: Bearer TOKEN``, or the cookie the page sets when it is opened
-   as ``/?token=TOKEN`` (HttpOnly, SameSite=Strict). Else 401.
+3. With a token (``--token`` or ``USL_TOKEN``), every request but ``/api/health`` (a liveness
+   probe that tells only how many benchmarks there are) must carry it, whatever its path: the API,
+   ``/get_reward``, the page, its files, the schema and the docs. ``Authorization: Bearer TOKEN``,
+   or the cookie the page sets when it is opened as ``/?token=TOKEN`` (HttpOnly, SameSite=Strict).
+   Else 401. A token is compared as bytes: a header or query of any bytes is a 401, never an error.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 COOKIE = "usl_token"
+OPEN_PATHS = ("/api/health",)       # answered without the token: one access check for all other routes
 
 
 @dataclass(frozen=True)
@@ -100,25 +103,30 @@ class HostGuard:
         navigation = headers.get("sec-fetch-mode") == "navigate" and scope.get("method") == "GET"
         if site in ("cross-site", "same-site") and not allowed_origin and (path.startswith("/api/") or not navigation):
             return 403, "requests from other sites' pages are refused (--allow-origin allows an origin)"
-        if self.access.token and path.startswith("/api/") and path != "/api/health" \
-                and not self._has_token(scope, headers):
+        if self.access.token and path not in OPEN_PATHS and not self._has_token(scope, headers) \
+                and not (path == "/" and self._token_in_query(scope)):
             return 401, "this server needs its token: Authorization: Bearer TOKEN, or open the page as /?token=TOKEN"
         return None
 
     def _has_token(self, scope, headers: dict[str, str]) -> bool:
         given = headers.get("authorization", "")
-        if given.lower().startswith("bearer ") and hmac.compare_digest(given[7:].strip(), self.access.token):
+        if given.lower().startswith("bearer ") and self._is_token(given[7:].strip()):
             return True
         cookie = SimpleCookie()
         try:
             cookie.load(headers.get("cookie", ""))
         except Exception:  # noqa: BLE001 - a malformed cookie is no token
             return False
-        return COOKIE in cookie and hmac.compare_digest(cookie[COOKIE].value, self.access.token)
+        return COOKIE in cookie and self._is_token(cookie[COOKIE].value)
 
     def _token_in_query(self, scope) -> bool:
-        given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [""])[0]
-        return bool(given) and hmac.compare_digest(given, self.access.token)
+        query = scope.get("query_string", b"").decode("latin-1")
+        return self._is_token(parse_qs(query, encoding="latin-1").get("token", [""])[0])
+
+    def _is_token(self, given: str) -> bool:
+        """``given`` (the request's bytes, read as latin-1) is the token (its UTF-8 bytes). Bytes,
+        not text: ``hmac.compare_digest`` raises on non-ASCII text (a 500 for ``Bearer \\xe9``)."""
+        return bool(given) and hmac.compare_digest(given.encode("latin-1", "replace"), self.access.token.encode("utf-8"))
 
 
 def _with_cookie(send, token: str):

@@ -12,7 +12,9 @@ and the time a client may take to send its request.
 - ``uvicorn_config``: the uvicorn settings that carry these, with a graceful-shutdown timeout.
 
 ``quote(value)`` is how an error message shows a value a client sent: a short prefix, never the
-whole of it (a 1 MB value would otherwise come back in a 1 MB 422).
+whole of it (a 1 MB value would otherwise come back in a 1 MB 422). ``clip`` does the same for text
+that may hold such a value (a field name pydantic echoes, an engine's message), and every error's
+``detail`` is clipped to ``MAX_DETAIL_CHARS`` on its way out (``usl.server.app``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,20 @@ class ConnectionLimits:
                                                                "before they are cancelled."})
 
 
-def quote(value: object, limit: int = 60) -> str:
+MAX_DETAIL_CHARS = 600       # an error message, whatever it quotes
+MAX_ECHO_CHARS = 60          # one value a client sent, as an error shows it
+
+
+def clip(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was.
+
+    >>> clip("x" * 1000, 5)
+    'xxxxx... (1000 characters)'
+    """
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def quote(value: object, limit: int = MAX_ECHO_CHARS) -> str:
     """``repr`` of at most ``limit`` characters of ``value``, saying how long it really was.
 
     >>> quote("x" * 1000, 5)

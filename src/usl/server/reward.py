@@ -28,7 +28,8 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from usl.judges.reward import RewardItem, score_batch
-from usl.server.schemas import LIMITS, Criterion
+from usl.server.boards import served_judge
+from usl.server.schemas import LIMITS, Criterion, JudgeName
 from usl.types import Criteria
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class RewardIn(BaseModel):
     criteria: CriteriaIn = Field(default_factory=CriteriaIn)
     items: list[RewardItemIn] = Field(min_length=1, max_length=REWARD_LIMITS.max_items)
     pairwise: bool = Field(False, description="Also return P(response i beats response j) per item.")
-    judge: Optional[str] = Field(None, description="Judge spec; one the server allows (default: its first).")
+    judge: Optional[JudgeName] = Field(None, description="Judge spec; one the server allows (default: its first).")
 
 
 class RewardOut(BaseModel):
@@ -121,10 +122,8 @@ def router(service: Any, judges: tuple[str, ...], limits: RewardLimits = REWARD_
     queue = RewardQueue(limits.max_pending)
 
     def judge_of(spec: str | None):
-        spec = spec or judges[0]
-        if spec not in judges:
-            raise HTTPException(422, f"judge {spec!r} is not served here; choose one of: {', '.join(judges)}")
-        return service.judge(spec)
+        name = served_judge(spec, judges)
+        return service.judge(name)
 
     async def score(spec: str | None, criteria: Criteria, items: list[RewardItem], pairwise: bool):
         pairs = sum(_pair_count(it, pairwise) for it in items)
@@ -152,7 +151,7 @@ def router(service: Any, judges: tuple[str, ...], limits: RewardLimits = REWARD_
                           "as URL parameters likes=..&avoid=.. (docs/reward.md).")
     async def get_reward(body: OpenRLHFIn, likes: list[Criterion] = Query([], max_length=LIMITS.max_criteria),
                          avoid: list[Criterion] = Query([], max_length=LIMITS.max_criteria),
-                         judge: Optional[str] = Query(None)) -> dict:
+                         judge: Optional[str] = Query(None, max_length=LIMITS.max_judge_chars)) -> dict:
         items, where = _openrlhf_items(body)
         _, results = await score(judge, _criteria(likes, avoid), items, False)
         rewards = [0.0] * len(body.query)

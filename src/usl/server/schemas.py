@@ -1,33 +1,34 @@
 """What goes over the wire: the request spec with its limits, and the documented response shapes.
 
-These pydantic models are the OpenAPI schema (``/openapi.json``). The request limits live in one
-place, ``LIMITS``, so the page, the validation and the docs cannot disagree.
+These pydantic models are the OpenAPI schema (``/openapi.json``). The request limits are
+``usl.leaderboard.limits.LIMITS``, the ones the CLI and the Python API check too, so the page, the
+validation, the docs and the other doors cannot disagree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from usl.leaderboard.limits import LIMITS, InputError, Limits, check_text
+
+__all__ = ["LIMITS", "Limits", "Criterion", "Name", "JudgeName", "SpecIn"]
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Input limits; each keeps one request cheap to judge and the page readable."""
-
-    max_criteria: int = 10          # per box: likes and avoid each
-    max_criterion_chars: int = 300
-    max_use_case_chars: int = 500
-    max_topics: int = 200
-    max_examples: int = 20
-    max_name_chars: int = 200       # a topic, judge, baseline or benchmark name
+def _utf8(text: str) -> str:
+    """Text UTF-8 can encode: JSON's "\\ud800" escapes decode to lone surrogates, which would fail
+    later, deep inside a judge or a cache key."""
+    try:
+        check_text(text, "text", len(text))
+    except InputError as e:
+        raise ValueError(e.problem) from None
+    return text
 
 
-LIMITS = Limits()
-
-Criterion = Annotated[str, StringConstraints(max_length=LIMITS.max_criterion_chars)]
-Name = Annotated[str, StringConstraints(max_length=LIMITS.max_name_chars)]
+Criterion = Annotated[str, StringConstraints(max_length=LIMITS.max_criterion_chars), AfterValidator(_utf8)]
+Name = Annotated[str, StringConstraints(max_length=LIMITS.max_name_chars), AfterValidator(_utf8)]
+JudgeName = Annotated[str, StringConstraints(max_length=LIMITS.max_judge_chars), AfterValidator(_utf8)]
 
 
 class SpecIn(BaseModel):
@@ -43,9 +44,9 @@ class SpecIn(BaseModel):
                                    description="What the user wants avoided, one criterion each.")
     topics: list[Name] = Field(default_factory=list, max_length=LIMITS.max_topics,
                               description="Topic ids (or names) to restrict the queries to.")
-    use_case: Annotated[str, StringConstraints(max_length=LIMITS.max_use_case_chars)] = Field(
+    use_case: Annotated[str, StringConstraints(max_length=LIMITS.max_use_case_chars), AfterValidator(_utf8)] = Field(
         "", description='Free text: "what do you use LLMs for"; selects matching queries.')
-    judge: Optional[Name] = Field(None, description="Judge spec; one the server allows.")
+    judge: Optional[JudgeName] = Field(None, description="Judge spec; one the server allows.")
     baseline: Optional[Name] = Field(None, description="Model every other is compared with.")
     benchmark: Optional[Name] = Field(None, description="Benchmark name (GET /api/benchmarks).")
     per_criterion: bool = Field(True, description="Also judge each criterion alone (the breakdown): one more "

@@ -30,6 +30,7 @@ from usl.leaderboard.types import LeaderboardSpec
 from usl.server.boards import USER_ERRORS, Boards, finite, message
 from usl.server.jobs import Job, watch
 from usl.server.scheduler import OpenStream, QueueFull
+from usl.server.limits import MAX_DETAIL_CHARS, clip
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,8 @@ def _error_event(e: BaseException) -> str:
         return sse("error", {"message": str(e), "retry_after_s": e.retry_after_s})
     if isinstance(e, LLMJudgeError):      # the upstream's failure, told without a traceback
         log.warning("judge failed: %s", e)
-        return sse("error", {"message": f"the judge failed: {e}", "upstream_status": e.status})
+        return sse("error", {"message": clip(f"the judge failed: {e}", MAX_DETAIL_CHARS),
+                             "upstream_status": e.status})
     if isinstance(e, USER_ERRORS):
         return sse("error", {"message": message(e)})
     log.error("ranking failed", exc_info=e)
