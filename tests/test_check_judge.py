@@ -103,3 +103,25 @@ def test_votes_on_unknown_pairs_are_refused_and_nothing_is_stored(site):
                                                               "choice": "maybe"}]}, timeout=30)
     assert r.status_code == 422 and r.json()["detail"].startswith("votes.0.choice:")
     assert httpx.get(url + "/api/check/export.jsonl", timeout=30).text == before
+
+
+def test_votes_are_limited_to_100_a_minute_per_client_origin_or_not(site):
+    """Two batches of 50 votes are stored; a third within the minute is a 429 with Retry-After and
+    stores nothing (the bucket refills 100/60 a second: not 50 in the seconds the first two take);
+    another client (another loopback address) still votes."""
+    import sqlite3
+
+    home, url = site
+    votes = [{"query_id": f"q{i % 16}", "model": "m_mid", "model_first": i % 2 == 0, "choice": "left"}
+             for i in range(50)]
+    count = lambda: sqlite3.connect(home / "usl.sqlite").execute("SELECT COUNT(*) FROM votes").fetchone()[0]
+    before = count()
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=60) as script:
+        assert [script.post(url + "/api/check/votes", json={"votes": votes}).status_code for _ in range(2)] == [200, 200]
+        r = script.post(url + "/api/check/votes", json={"votes": votes})
+    assert r.status_code == 429 and "at most 100 a minute per client" in r.json()["detail"]
+    assert int(r.headers["Retry-After"]) >= 1
+    assert count() == before + 100
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.3"), timeout=60) as other:
+        assert other.post(url + "/api/check/votes", json={"votes": votes[:5]}).status_code == 200
+    assert count() == before + 105

@@ -38,6 +38,7 @@ from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, Lea
 from usl.server.docs import add_docs
 from usl.server.hosts import HostGuard
 from usl.server.limits import MAX_DETAIL_CHARS, SizeLimits, clip, quote
+from usl.server.rates import TooFast, WriteRate
 from usl.server.scheduler import ClientScope, QueueFull, TooManyStreams
 from usl.server.security import SecurityHeaders
 from usl.server.stream import leaderboard_events, refine_events
@@ -78,6 +79,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(QueueFull, _busy)
     app.add_exception_handler(TooManyStreams, _too_many_streams)
+    app.add_exception_handler(TooFast, _too_fast)
     app.add_exception_handler(LLMJudgeError, _judge_failed)
 
     @app.get("/api/health", response_model=Health, tags=["meta"])
@@ -167,7 +169,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         return JSONResponse(payload, headers={"Content-Disposition": f'attachment; filename="{name}.json"'})
 
     app.include_router(reward.router(service, cfg.judges))
-    app.include_router(votes.router(boards, spec_query))
+    app.include_router(votes.router(boards, spec_query, WriteRate(cfg.votes_per_minute, "votes")))
 
     static = resources.files("usl.server").joinpath("static")
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
@@ -215,6 +217,12 @@ async def _judge_failed(request: Request, exc: LLMJudgeError) -> JSONResponse:
     log.warning("judge failed: %s", exc)
     return JSONResponse({"detail": clip(f"the judge (model {exc.model}) failed: {exc}", MAX_DETAIL_CHARS),
                          "upstream_status": exc.status}, status_code=502)
+
+
+async def _too_fast(request: Request, exc: TooFast) -> JSONResponse:
+    """429 with Retry-After: the client writes faster than its rate (usl.server.rates)."""
+    return JSONResponse({"detail": str(exc), "retry_after_s": exc.retry_after_s}, status_code=429,
+                        headers={"Retry-After": str(exc.retry_after_s)})
 
 
 async def _too_many_streams(request: Request, exc: TooManyStreams) -> JSONResponse:

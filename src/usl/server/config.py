@@ -29,6 +29,8 @@ class ServerConfig:
     max_waiting: int = field(default=4, metadata={"help": "Boards that may wait for a worker, all clients "
                                                           "together; more are answered 503 with Retry-After."})
     max_waiting_per_client: int = field(default=3, metadata={"help": "Boards one client may have waiting."})
+    votes_per_minute: int = field(default=100, metadata={"help": "Votes one client may store a minute "
+                                                                 "(POST /api/check/votes; more: 429)."})
     cache_size: int = field(default=64, metadata={"help": "Finished leaderboards kept in memory."})
     connection: ConnectionLimits = field(default_factory=ConnectionLimits,
                                          metadata={"help": "Body, header, read-time and shutdown limits."})
@@ -43,5 +45,5 @@ class ServerConfig:
         if not self.judges:
             raise ValueError("ServerConfig.judges must name at least one judge")
         if min(self.refine_queries, self.refine_workers, self.refine_streams_per_client, self.refine_streams,
-               self.max_waiting, self.max_waiting_per_client) < 1:
-            raise ValueError("ServerConfig's refine_* and max_waiting* settings must be at least 1")
+               self.max_waiting, self.max_waiting_per_client, self.votes_per_minute) < 1:
+            raise ValueError("ServerConfig's refine_*, max_waiting* and votes_per_minute settings must be at least 1")

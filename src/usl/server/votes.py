@@ -5,7 +5,8 @@
 - ``POST /api/check/votes``: ``{"spec": {...as POST /api/leaderboard...}, "votes": [{query_id, model,
   model_first, choice: left|right|tie}]}`` stores the votes (SQLite, ``votes`` table) and answers the
   judge's agreement with them: overall and per criterion (Wilson 95% intervals), the pairs where they
-  disagree, and a length criterion the votes show when the criteria do not say one.
+  disagree, and a length criterion the votes show when the criteria do not say one. At most
+  ``ServerConfig.votes_per_minute`` votes a minute per client (100; more: 429 with Retry-After).
 - ``GET /api/check/export.jsonl``: every stored vote in the paper's JSONL (``usl eval --data FILE``).
 """
 
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from usl.fast.length_intent import length_wish
 from usl.leaderboard.check import agreement, suggest_length
 from usl.server.boards import USER_ERRORS, message
+from usl.server.rates import WriteRate
 from usl.server.schemas import SpecIn
 
 MAX_PAIRS = 20
@@ -78,7 +80,8 @@ class CheckOut(BaseModel):
     suggestion: Optional[str] = Field(None, description="A criterion your votes show that you did not write.")
 
 
-def router(boards: Any, spec_query: Callable[..., SpecIn]) -> APIRouter:
+def router(boards: Any, spec_query: Callable[..., SpecIn], rate: WriteRate) -> APIRouter:
+    """The routes; ``rate`` bounds the votes one client may store a minute (429 beyond it)."""
     api = APIRouter(tags=["check the judge"])
     service = boards.service
 
@@ -99,6 +102,7 @@ def router(boards: Any, spec_query: Callable[..., SpecIn]) -> APIRouter:
 
     @api.post("/api/check/votes", response_model=CheckOut, summary="Store votes; the judge's agreement with them")
     async def votes(body: VotesIn) -> dict:
+        rate.take(len(body.votes))         # before any work: a refused write costs nothing
         spec = await boards.resolve(body.spec)
         keys = [(v.query_id, v.model) for v in body.votes]
         probs = await _call(service.pair_probabilities, spec, keys)
