@@ -181,31 +181,49 @@ def test_serve_warns_when_it_listens_beyond_loopback(tmp_path):
     assert "WARNING: listening on 0.0.0.0" in out and "--token" in out
 
 
-def test_sigterm_with_an_open_refinement_exits_within_10_s(tmp_path):
-    """The shipped transformer CRM refines (seconds a question): SIGTERM mid-step ends the process
-    within 10 s, and the store is intact and serves again."""
+def test_sigterm_with_refinement_and_reward_work_running_exits_0_within_10_s(tmp_path):
+    """The shipped transformer CRM refines (seconds a question) and scores a reward batch on the
+    reward queue's thread: SIGTERM mid-step ends the process with status 0 within 10 s (a process
+    finalized under a thread inside torch aborted: status 134, "terminate called without an active
+    exception"), and the store is intact and serves again."""
+    import threading
+
     make_tiny(tmp_path)
-    with usl_serve(tmp_path, "--benchmark", "tiny", "--judge", "length", timeout_s=180) as url:
+    batch = {"judge": "crm", "items": [{"prompt": "Explain recursion.", "responses": [
+        f"Answer {i}: " + "a function that calls itself " * (i + 1) for i in range(16)]}]}
+    with usl_serve(tmp_path, "--benchmark", "tiny", "--judge", "length", "--judge", "crm", timeout_s=180) as url:
         pid = server_pid(url)
+        rewarding = threading.Thread(target=lambda: _ignore_errors(httpx.post, url + "/api/reward", json=batch,
+                                                                   timeout=120), daemon=True)
         with httpx.Client(timeout=120) as c, c.stream("GET", url + "/api/leaderboard/refine",
                                                       params={"likes": "Clear explanations"}) as r:
             lines = r.iter_lines()
             assert any(line.startswith("event: refined") for line in lines)     # the stream is open, judging
-            time.sleep(1.0)
+            rewarding.start()
+            time.sleep(3.0)
             t0 = time.monotonic()
             psutil.Process(pid).send_signal(signal.SIGTERM)
             try:
-                psutil.Process(pid).wait(timeout=10)
+                status = psutil.Process(pid).wait(timeout=10)
             except psutil.TimeoutExpired:
                 pytest.fail("usl serve was still running 10 s after SIGTERM")
             took = time.monotonic() - t0
-    assert took < 10
+    assert took < 10 and status == 0
     db = sqlite3.connect(tmp_path / "usl.sqlite")
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     db.close()
+    log = serve_output(tmp_path)
+    assert "terminate called" not in log and "Traceback" not in log
     with usl_serve(tmp_path, "--benchmark", "tiny", "--judge", "length", "--refine-with", "none") as url:
         assert httpx.post(url + "/api/leaderboard", json={}, timeout=60).status_code == 200
     assert "Traceback" not in serve_output(tmp_path)
+
+
+def _ignore_errors(fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except httpx.HTTPError:
+        pass                        # the server went away mid-request: what this test does
 
 
 def test_a_failing_llm_judge_is_a_json_502_without_secrets(tmp_path):

@@ -8,10 +8,11 @@ terminal, so that ``usl serve`` alone gives a working leaderboard.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import time
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 
@@ -49,8 +50,6 @@ def register(app: typer.Typer) -> None:
               no_import: bool = typer.Option(False, "--no-import", help="Do not import the default benchmark "
                                                                          "or build topics on first start.")) -> None:
         """Serve the leaderboard page and API (open the printed URL)."""
-        import uvicorn
-
         from usl.leaderboard.service import LeaderboardService
         from usl.server.app import ServerConfig, create_app
         from usl.judges.redact import public_judge
@@ -84,13 +83,54 @@ def register(app: typer.Typer) -> None:
         local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         record = via_server.announce(paths.home(ctx.obj.home), f"http://{local}:{port}")
         # uvicorn shuts down on SIGTERM, then raises it again with the handler it found: make that an exit
-        # that runs the finally clause, so the record goes with the server.
+        # the server sees, so that the record goes with the server and the process ends (EndingServer).
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        try:            # `usl rank` on this data directory asks this server while it runs
-            uvicorn.Server(uvicorn_config(web, host, port, config.connection, log_level="warning",
-                                          access_log=False)).run()
-        finally:
-            via_server.withdraw(record)
+        # `usl rank` on this data directory asks this server while it runs
+        EndingServer(uvicorn_config(web, host, port, config.connection, log_level="warning", access_log=False),
+                     lambda: via_server.withdraw(record)).run()
+
+
+class EndingServer:
+    """uvicorn's server that ends the process once it has shut down, from inside its event loop.
+
+    By then requests are answered or cancelled and waiting work is dropped, but a worker thread may
+    still be inside torch (a refinement step, a quality reading, a reward slice), or in a thread of
+    asyncio's default executor. Returning from the loop would wait for the executor's threads (for
+    minutes), and finalizing the interpreter under a thread inside torch aborts it ("terminate
+    called without an active exception", status 134). So the process leaves with ``os._exit``:
+    what such a thread committed is in the store, and a transaction it holds open is rolled back by
+    SQLite, as after kill -9 (tested). Status 0 on SIGTERM or Ctrl-C, 1 when uvicorn could not start.
+    """
+
+    def __init__(self, config, withdraw: Callable[[], None]):
+        import uvicorn
+
+        self.withdraw = withdraw
+        self.server = uvicorn.Server(config)
+        self.server.serve = self._serve_then_end          # what uvicorn.Server.run runs in its loop
+
+    def run(self) -> None:
+        self.server.run()
+        end(0, self.withdraw)     # not reached: the loop ends the process; kept for a server that returns
+
+    async def _serve_then_end(self, sockets=None) -> None:
+        status = 0
+        try:
+            await type(self.server).serve(self.server, sockets)
+        except SystemExit as e:                     # SIGTERM (0), or a startup failure (1)
+            status = e.code if isinstance(e.code, int) else 1
+        except KeyboardInterrupt:                   # Ctrl-C, raised again by uvicorn after its shutdown
+            status = 0
+        end(status, self.withdraw)
+
+
+def end(status: int, withdraw: Callable[[], None]) -> None:
+    """Withdraw the server's record, flush the logs and leave now (see ``EndingServer``)."""
+    withdraw()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def default_judges(benchmark: str) -> tuple[str, ...]:

@@ -263,7 +263,8 @@ class OpenStream:
 class ClientScope:
     """Pure ASGI middleware: sets ``CLIENT`` for the request, and cancels the request's task when
     the client disconnects before the response is complete (the await on a job raises
-    ``CancelledError``; ``RankJobs`` then cancels a job nobody else holds).
+    ``CancelledError``; ``RankJobs`` then cancels a job nobody else holds). A request the server
+    cancels as it shuts down ends with a 503 (or the end of its stream), in one log line.
 
     A task reads ASGI ``receive`` ahead of the app, one body chunk at a time (a chunk is passed on
     before the next is read, so nothing is buffered beyond what the app would hold), and keeps
@@ -309,6 +310,8 @@ class ClientScope:
             return message
 
         async def app_send(message):
+            if message["type"] == "http.response.start":
+                state["started"] = True
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 state["finished"] = True
             await send(message)
@@ -317,11 +320,26 @@ class ClientScope:
         try:
             await self.app(scope, app_receive, app_send)
         except asyncio.CancelledError:
-            if not state["gone"]:
-                raise
             task.uncancel()
-            log.info("client %s left %s %s before the answer: its work is dropped",
-                     CLIENT.get() or "-", scope.get("method"), scope.get("path"))
+            if state["gone"]:
+                log.info("client %s left %s %s before the answer: its work is dropped",
+                         CLIENT.get() or "-", scope.get("method"), scope.get("path"))
+            else:       # nothing else cancels a request: the server is shutting down (uvicorn's grace ran out)
+                log.info("%s %s of client %s stopped: the server is shutting down", scope.get("method"),
+                         scope.get("path"), CLIENT.get() or "-")
+                await _close(send, started=state.get("started", False))
         finally:
             state["finished"] = True
             reader.cancel()
+
+
+async def _close(send, started: bool) -> None:
+    """End a response cut short by shutdown: a 503 if nothing was sent yet, else the end of the body."""
+    body = b'{"detail": "the server is shutting down; retry shortly"}'
+    try:
+        if not started:
+            await send({"type": "http.response.start", "status": 503,
+                        "headers": [(b"content-type", b"application/json"), (b"retry-after", b"10")]})
+        await send({"type": "http.response.body", "body": b"" if started else body, "more_body": False})
+    except Exception:  # noqa: BLE001 - the connection may be gone already; nothing more to tell
+        pass
