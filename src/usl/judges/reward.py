@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from usl.judges.base import Judge, JudgeRequest
+from usl.judges.base import Judge, JudgeRequest, Verdict
 from usl.types import Criteria
 
 EPS = 1e-6
@@ -57,11 +57,24 @@ def score_batch(judge: Judge, criteria: Criteria, items: Sequence[RewardItem],
                 pairwise: bool = False) -> list[Rewards]:
     """Rewards for every item, all pairs judged in one call; ``pairwise`` adds the matrix among each
     item's responses even when a reference is given (it is always computed without one)."""
+    requests = pair_requests(criteria, items, pairwise)
+    return rewards_of(items, judge.judge(requests) if requests else [], pairwise)
+
+
+def pair_requests(criteria: Criteria, items: Sequence[RewardItem], pairwise: bool = False) -> list[JudgeRequest]:
+    """What ``score_batch`` asks the judge: each pair of each item in both orders, (a, b) then (b, a).
+    A caller may judge them in slices (the server does, to stop between two) and hand every verdict,
+    in order, to ``rewards_of``."""
     requests: list[JudgeRequest] = []
     for it in items:
         for a, b in _pairs(it, pairwise):
             requests += [JudgeRequest(criteria, it.prompt, a, b), JudgeRequest(criteria, it.prompt, b, a)]
-    verdicts = iter(judge.judge(requests)) if requests else iter(())
+    return requests
+
+
+def rewards_of(items: Sequence[RewardItem], verdicts: Sequence[Verdict], pairwise: bool = False) -> list[Rewards]:
+    """The rewards from the verdicts of ``pair_requests(criteria, items, pairwise)``, in its order."""
+    verdicts = iter(verdicts)
     out = []
     for it in items:
         probs = {}

@@ -51,6 +51,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     """A FastAPI app serving ``service``; see the module docstring for the duck-typed contract."""
     cfg = config or ServerConfig()
     boards = Boards(service, cfg)
+    rewards = reward.reward_queue()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -64,6 +65,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         boards.jobs.shutdown()
         boards.refine_queue.shutdown()
         boards.checks.shutdown()
+        rewards.shutdown()
 
     app = FastAPI(title="usl: user-centric subjective leaderboard", version="1",
                   description="Rank LLMs by how well they answer the way you like.", lifespan=lifespan,
@@ -168,7 +170,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
         name = "usl_leaderboard_refined" if refined else "usl_leaderboard"
         return JSONResponse(payload, headers={"Content-Disposition": f'attachment; filename="{name}.json"'})
 
-    app.include_router(reward.router(service, cfg.judges))
+    app.include_router(reward.router(service, cfg.judges, rewards))
     app.include_router(votes.router(boards, spec_query, WriteRate(cfg.votes_per_minute, "votes")))
 
     static = resources.files("usl.server").joinpath("static")

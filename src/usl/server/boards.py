@@ -51,6 +51,7 @@ class Boards:
         self.checks = FairQueue(1, config.max_waiting, config.max_waiting_per_client, "usl-check")
         self._topics: dict[str, list[TopicOut]] = {}
         self._warming: asyncio.Task | None = None     # the default board's warm-up, kept referenced
+        self._all_read: set[tuple] = set()            # boards whose quality readings are all stored
 
     # ---- what exists --------------------------------------------------------------------
     async def benchmarks(self) -> list[str]:
@@ -106,7 +107,29 @@ class Boards:
             return (f"judge {judge!r} has no stored answer vectors for {n} pairs of this board (benchmark "
                     f"{spec.benchmark!r}{base}); reading them takes 2 transformer passes each: run `usl rank --judge "
                     f"{judge} --benchmark {spec.benchmark}{baseline}` once, then restart the server")
+        n = await asyncio.to_thread(self._missing_readings, spec)
+        if n > self.config.max_new_readings:
+            return (f"judge {judge!r} has no quality reading of {n:,} pairs of this board (benchmark "
+                    f"{spec.benchmark!r}{base}): more than the {self.config.max_new_readings} a request may "
+                    f"start (its reader takes about a second of CPU a pair). Read them once with `usl quality "
+                    f"fill --benchmark {spec.benchmark}{baseline} --judge {judge}` (progress; a stopped run "
+                    "resumes), then ask again")
         return None
+
+    def _missing_readings(self, spec: LeaderboardSpec) -> int:
+        """Pairs of ``spec``'s board that its judge's quality reader has not read (``missing_readings``
+        of the default judge; 0 for a judge without a quality reading). Remembered once all are read."""
+        key = (spec.judge, spec.benchmark, spec.baseline, self.service.data_version(spec.benchmark))
+        if key in self._all_read or not hasattr(self.service, "pair_texts"):
+            return 0
+        judge = self.service.judge(spec.judge)
+        missing = getattr(judge, "missing_readings", None)
+        if missing is None:
+            return 0
+        n = int(missing(*self.service.pair_texts(spec)))
+        if n == 0:
+            self._all_read.add(key)
+        return n
 
     def default_spec(self, spec: LeaderboardSpec | None = None) -> LeaderboardSpec:
         """The general-criteria, all-topics board that ``spec`` is compared with."""

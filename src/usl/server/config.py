@@ -29,6 +29,10 @@ class ServerConfig:
     max_waiting: int = field(default=4, metadata={"help": "Boards that may wait for a worker, all clients "
                                                           "together; more are answered 503 with Retry-After."})
     max_waiting_per_client: int = field(default=3, metadata={"help": "Boards one client may have waiting."})
+    max_new_readings: int = field(default=64, metadata={"help": "Pairs a board may have the quality reader read "
+                                                                "(about a second of CPU each); a board needing "
+                                                                "more (a new baseline: thousands) is refused "
+                                                                "with the command that reads them."})
     votes_per_minute: int = field(default=100, metadata={"help": "Votes one client may store a minute "
                                                                  "(POST /api/check/votes; more: 429)."})
     cache_size: int = field(default=64, metadata={"help": "Finished leaderboards kept in memory."})

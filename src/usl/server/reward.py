@@ -12,23 +12,27 @@ log-odds against the other responses to the same prompt).
   queries of one prompt form a group. The criteria come as URL parameters (``?likes=..&avoid=..``),
   as OpenRLHF sends only the body it builds. ``labels`` that are empty strings are no reference.
 
-Requests are judged one at a time on a worker thread (a judge holds caches that are not shared between
-threads); ``max_pending`` more may wait, beyond that the answer is 503 with Retry-After.
+Work a request starts is bounded and owned by it (``RewardLimits``): at most ``max_pairs`` pairs (both
+orders counted once; more is a 422 that says to split the batch), judged ``chunk_pairs`` at a time on
+a fair queue of its own (``usl.server.scheduler.FairQueue``: one worker, since a judge holds caches
+that are not shared between threads; turns taken client by client; ``max_pending`` slices may wait,
+beyond that the answer is 503 with Retry-After). A client that leaves stops its request after the
+slice running: the rest is never judged. Not the boards' queue: a reward slice of new text can take
+seconds (the default judge reads each new pair with a transformer), and a board must not wait on it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from usl.judges.reward import RewardItem, score_batch
+from usl.judges.reward import RewardItem, pair_requests, rewards_of
 from usl.server.boards import served_judge
+from usl.server.scheduler import FairQueue
 from usl.server.schemas import LIMITS, Criterion, JudgeName
 from usl.types import Criteria
 
@@ -39,9 +43,11 @@ log = logging.getLogger(__name__)
 class RewardLimits:
     max_items: int = 256            # prompts per request
     max_responses: int = 16         # responses per prompt (pairs grow as n^2)
-    max_pairs: int = 4096           # judged pairs per request, both orders counted once
+    max_pairs: int = 256            # judged pairs per request, both orders counted once
     max_text_chars: int = 32_000    # prompt, response or reference
-    max_pending: int = 8            # requests waiting beside the one being judged
+    chunk_pairs: int = 8            # pairs judged between two checks that the client is still there
+    max_pending: int = 8            # slices waiting (of any requests) beside the one being judged
+    max_pending_per_client: int = 4
 
 
 REWARD_LIMITS = RewardLimits()
@@ -93,44 +99,28 @@ class OpenRLHFOut(BaseModel):
     scores: list[float] = Field(description="The same numbers (newer OpenRLHF reads 'scores').")
 
 
-class RewardQueue:
-    """One judging at a time, a bounded number waiting."""
-
-    def __init__(self, max_pending: int):
-        self.max_pending = max_pending
-        self.waiting = 0
-        self.lock = threading.Lock()
-
-    async def run(self, fn, *args):
-        if self.waiting > self.max_pending:     # one judged, max_pending waiting
-            raise HTTPException(503, f"reward queue full ({self.waiting} requests waiting); retry shortly",
-                                headers={"Retry-After": "1"})
-        self.waiting += 1
-        try:
-            return await asyncio.to_thread(self._locked, fn, *args)
-        finally:
-            self.waiting -= 1
-
-    def _locked(self, fn, *args):
-        with self.lock:
-            return fn(*args)
+def reward_queue(limits: RewardLimits = REWARD_LIMITS) -> FairQueue:
+    """The queue reward slices take turns on (the app shuts it down with the others)."""
+    return FairQueue(1, limits.max_pending, limits.max_pending_per_client, "usl-reward")
 
 
-def router(service: Any, judges: tuple[str, ...], limits: RewardLimits = REWARD_LIMITS) -> APIRouter:
-    """The reward routes over ``service.judge(spec)``; ``judges``: the specs a request may name."""
+def router(service: Any, judges: tuple[str, ...], queue: FairQueue, limits: RewardLimits = REWARD_LIMITS) -> APIRouter:
+    """The reward routes over ``service.judge(spec)``; ``judges``: the specs a request may name;
+    ``queue``: where their slices run (``reward_queue``)."""
     api = APIRouter(tags=["reward"])
-    queue = RewardQueue(limits.max_pending)
-
-    def judge_of(spec: str | None):
-        name = served_judge(spec, judges)
-        return service.judge(name)
 
     async def score(spec: str | None, criteria: Criteria, items: list[RewardItem], pairwise: bool):
         pairs = sum(_pair_count(it, pairwise) for it in items)
         if pairs > limits.max_pairs:
-            raise HTTPException(422, f"items: {pairs} pairs to judge, more than {limits.max_pairs}; split the batch")
-        judge = await asyncio.to_thread(judge_of, spec)
-        return judge, await queue.run(score_batch, judge, criteria, items, pairwise)
+            raise HTTPException(422, f"items: {pairs} pairs to judge, more than {limits.max_pairs} a request; "
+                                     "split the batch")
+        name = served_judge(spec, judges)
+        judge = await queue.run(service.judge, name)          # loading a judge takes a turn too
+        requests, verdicts = pair_requests(criteria, items, pairwise), []
+        step = 2 * limits.chunk_pairs                        # both orders of chunk_pairs pairs
+        for start in range(0, len(requests), step):          # a client that left is cancelled at an await
+            verdicts += await queue.run(judge.judge, requests[start:start + step])
+        return judge, rewards_of(items, verdicts, pairwise)
 
     @api.post("/api/reward", response_model=RewardOut, summary="Rewards for responses under your criteria",
               description="One reward per response: log-odds of beating the reference when given, else the mean "
