@@ -202,10 +202,15 @@ def test_client_error_is_not_retried(api_factory):
     assert api.calls == 1
 
 
-def test_unreachable_endpoint_is_a_clear_error():
-    judge = LLMJudge(parse_spec("m,base_url=http://127.0.0.1:9/v1,backoff=0.01,max_retries=1,api_key_env="))
-    with pytest.raises(LLMJudgeError, match=r"127\.0\.0\.1:9/v1/chat/completions.*connection error"):
+def test_unreachable_endpoint_is_a_clear_error_at_once():
+    """A refused connection is not retried: 4 retries of backoff 1 s would take 15 s to say the same."""
+    import time
+
+    judge = LLMJudge(parse_spec("m,base_url=http://127.0.0.1:9/v1,backoff=1,max_retries=4,api_key_env="))
+    t0 = time.monotonic()
+    with pytest.raises(LLMJudgeError, match=r"127\.0\.0\.1:9/v1/chat/completions.*no answer \(connection error"):
         judge.judge(_reqs(1))
+    assert time.monotonic() - t0 < 2.0
 
 
 def test_unparseable_reply_errors_or_abstains(api_factory):

@@ -147,7 +147,7 @@ def test_a_strong_judge_fills_the_default_judges_quality_bank_once(tmp_path):
 
     with local_llm(tmp_path) as server:
         judge = f"default:quality={_spec(server, 'verdict=logprobs', 'concurrency=2')}"
-        out = subprocess.run([*usl, "quality", "fill", "--benchmark", "tiny", "--judge", judge],
+        out = subprocess.run([*usl, "quality", "fill", "--benchmark", "tiny", "--judge", judge, "--yes"],
                              capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-2000:]
         assert "8 pairs, 8 not read yet" in out.stdout and "16 requests" in out.stdout   # the cost, told first

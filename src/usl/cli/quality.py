@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from usl.cli.common import user_errors
+from usl.cli.common import confirm_spend, llm_failures, user_errors
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
@@ -110,9 +110,11 @@ def fill_cmd(
     benchmark: str = typer.Option("alpaca_eval", help="Benchmark whose (answer, baseline) pairs are read."),
     baseline: str = typer.Option("", help="Baseline model (default: the benchmark's)."),
     judge: str = typer.Option("default", help="The judge whose quality reading is filled."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Send an LLM reader's requests without asking (scripts)."),
 ) -> None:
     """Read and store the quality reading of every (answer, baseline) pair of a benchmark, with progress;
-    a killed run resumes where it stopped. Boards of that benchmark then need no reading."""
+    a killed run resumes where it stopped. Boards of that benchmark then need no reading. With an LLM
+    reader (``default:quality=llm:...``) the requests and tokens are shown, and asked for, first."""
     with user_errors():
         from tqdm import tqdm
 
@@ -127,15 +129,20 @@ def fill_cmd(
         spec = LeaderboardSpec(benchmark=benchmark, judge=judge, baseline=baseline or None)
         queries, answers, baselines = service.pair_texts(spec)
         n = reading.missing(queries, answers, baselines)
+        spend = llm_spend(reading, queries, answers, baselines) if n else ""
         typer.echo(f"{len(queries):,} pairs, {n:,} not read yet by {reading.gate.reader_identity} "
-                   f"(2 orders each){_cost(reading, queries, answers, baselines)}")
-        bar = tqdm(total=n, unit="pair", desc="quality readings")
-        reading.readings(queries, answers, baselines, progress=lambda done, total: bar.update(done - bar.n))
-        bar.close()
+                   f"(2 orders each){f': {spend}' if spend else ''}")
+        if spend:
+            confirm_spend(spend, yes)
+        # the bar closes (ends its line) before a failure is told
+        with llm_failures("readings made so far are stored; rerun to resume"), \
+                tqdm(total=n, unit="pair", desc="quality readings") as bar:
+            reading.readings(queries, answers, baselines, progress=lambda done, total: bar.update(done - bar.n))
 
 
-def _cost(reading, queries, answers, baselines) -> str:
-    """What reading the missing pairs costs an LLM judge: requests and prompt tokens, told before it starts."""
+def llm_spend(reading, queries, answers, baselines) -> str:
+    """What reading the missing pairs sends an LLM reader, and where: "16 requests, ~1.2k prompt tokens
+    (chars/4 estimate), <= 16 completion tokens to http://host/v1"; '' for a reader that is no LLM."""
     config = getattr(reading.reader, "config", None)
     if config is None or not hasattr(config, "verdict"):
         return ""
@@ -144,10 +151,11 @@ def _cost(reading, queries, answers, baselines) -> str:
     from usl.data.pairs.general import QUALITY_CRITERIA
     from usl.judges.base import JudgeRequest
     from usl.judges.llm_cost import estimate_cost
+    from usl.judges.redact import public_url
     from usl.types import Criteria
 
     todo = np.flatnonzero(np.isnan(reading.bank.lookup(queries, answers, baselines)))
     crit = Criteria(QUALITY_CRITERIA, ())
     reqs = [JudgeRequest(crit, queries[i], a, b) for i in todo
             for a, b in ((answers[i], baselines[i]), (baselines[i], answers[i]))]
-    return f": {estimate_cost(reqs, config).describe()}"
+    return f"{estimate_cost(reqs, config).describe()} to {public_url(config.base_url)} (model {config.model})"

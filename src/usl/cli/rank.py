@@ -77,6 +77,9 @@ def rank(ctx: typer.Context,
          use_server: bool = typer.Option(True, "--server/--no-server",
                                          help="Rank through a `usl serve` running on this data directory when "
                                               "there is one (the same board, without loading the judge here)."),
+         yes: bool = typer.Option(False, "--yes", "-y", help="A judge whose quality reader is an LLM "
+                                                             "(default:quality=llm:...): send the readings the "
+                                                             "board lacks without asking (scripts)."),
          ) -> None:
     with user_errors():
         if fmt not in FORMATS:
@@ -100,6 +103,7 @@ def rank(ctx: typer.Context,
             board = via_server.rank(paths.home(ctx.obj.home), spec)
         if board is None:
             svc = _service(ctx)
+            _confirm_llm_readings(svc, spec, yes)
             if refine is not None:
                 svc.judge(refine)      # a wrong reference fails now, not after the fast board
             with _progress() as progress:
@@ -204,6 +208,24 @@ def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=Non
                                **kw)
     except InputError as e:
         raise ValueError(e.named({**OPTIONS, "criteria.likes": options[0], "criteria.avoid": options[1]})) from None
+
+
+def _confirm_llm_readings(svc, spec, yes: bool) -> None:
+    """A judge whose quality reader is an LLM reads the board's pairs it has no reading of before
+    ranking (the default board: 20,752): say what that sends, and ask (``usl quality fill`` reads
+    them with progress and resume)."""
+    from usl.cli.common import confirm_spend
+    from usl.cli.quality import llm_spend
+
+    reading = getattr(svc.judge(spec.judge), "quality", None)
+    if reading is None:
+        return
+    pairs = svc.pair_texts(spec)
+    n = reading.missing(*pairs)
+    spend = llm_spend(reading, *pairs) if n else ""
+    if spend:
+        typer.echo(f"the board lacks {n:,} quality readings of {reading.gate.reader_identity}: {spend}", err=True)
+        confirm_spend(spend, yes)
 
 
 def _read_spec(path: str):

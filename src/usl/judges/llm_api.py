@@ -28,9 +28,11 @@ The judge version hashes the model name, the prompt and the sampling settings (a
 ``logprobs`` mode, the mode and ``top_logprobs``), so changing any of them never reuses a cached
 verdict; the ``text`` mode's version is what it was before the mode existed.
 
-Failures are loud: a non-retryable HTTP status (400, 401, 403, 404, ...) raises at once; 408, 409,
-429, 5xx and connection errors are retried with exponential backoff (honouring ``Retry-After``),
-then raise ``LLMJudgeError`` naming the endpoint, the status and the start of the response body.
+Failures are loud: a non-retryable HTTP status (400, 401, 403, 404, ...) raises at once, and so
+does a connection that cannot be made (refused, a name that does not resolve: retrying for a minute
+finds no server there either); 408, 409, 429, 5xx and connections lost mid-request (timeouts,
+resets) are retried with exponential backoff (honouring ``Retry-After``), then raise
+``LLMJudgeError`` naming the endpoint, the status and the start of the response body.
 """
 
 from __future__ import annotations
@@ -284,6 +286,9 @@ class LLMJudge:
                 resp = self._client.post(self._post_url, json=body)
             except httpx.TransportError as e:
                 last, status = self._redact(f"connection error: {e.__class__.__name__}: {e}"), None
+                if isinstance(e, httpx.ConnectError):   # refused, or a name that does not resolve: no server there
+                    raise LLMJudgeError(f"POST {self.url} (model {c.model}) failed: no answer ({last})", None,
+                                        c.model) from None
             else:
                 if resp.status_code == 200:
                     return read(resp) if read else self._content(resp)
