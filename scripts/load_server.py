@@ -16,6 +16,14 @@ of 127.0.0.0/8):
 - ``body``: a 100 MB body (the server's memory before and after), then 500 half-sent requests:
   how long until the server has closed them all.
 - ``refine``: 8 refinement streams from one client, then another client's first refined event.
+- ``reward``: a reward batch over the pair bound (8 prompts x 16 responses: its status), then 7 large
+  reward batches (2 x 16 responses, 240 pairs) from 7 addresses, each given up after 0.5 s, while
+  another client asks for a board every second: its latencies, and the server's CPU seconds in the
+  30 s after the last client left.
+- ``readings``: a board with another model as the baseline (thousands of pairs without a quality
+  reading on the default benchmark): its status and time, and the server's CPU seconds in the 10 s after.
+- ``votes``: 6 batches of 50 votes from one address without an Origin header: the statuses (at most
+  100 a minute are stored; beyond, 429).
 """
 
 from __future__ import annotations
@@ -212,9 +220,88 @@ def refine(url: str, streams: int = 8) -> dict:
             "hog_statuses": dict(statuses), "other_first_refined_s": None if first is None else round(first, 3)}
 
 
+def cpu_seconds(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system + getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
+
+
+def reward_batch(prompts: int, responses: int, tag: str) -> dict:
+    return {"items": [{"prompt": f"Question {tag} {i}: explain recursion.",
+                       "responses": [f"Answer {j}: " + "a function that calls itself. " * (j + 1)
+                                     for j in range(responses)]} for i in range(prompts)]}
+
+
+def reward(url: str, n: int = 7) -> dict:
+    proc = server_process(url)
+    with client("127.0.0.6", 60) as c:
+        over = c.post(url + "/api/reward", json=reward_batch(8, 16, "over")).status_code
+    outcomes, probe, stop = Counter(), Tally(), threading.Event()
+
+    def give_up(i: int) -> None:
+        with client(f"127.0.2.{1 + i}", 0.5) as c:
+            try:
+                outcomes[str(c.post(url + "/api/reward", json=reward_batch(2, 16, f"{i} {time.time_ns()}")).status_code)] += 1
+            except httpx.HTTPError as e:
+                outcomes[type(e).__name__] += 1
+
+    def prober() -> None:
+        with client("127.0.0.7", 60) as c:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                status, took, _ = ask(c, url, {"likes": [f"reward probe {n} {time.time_ns()}"], "per_criterion": False})
+                probe.add(status, took)
+                time.sleep(max(0.0, 1.0 - took))
+
+    watcher = threading.Thread(target=prober)
+    watcher.start()
+    threads = [threading.Thread(target=give_up, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cpu0, rss0 = cpu_seconds(proc), proc.memory_info().rss
+    time.sleep(30.0)
+    cpu_after, rss_after = cpu_seconds(proc) - cpu0, proc.memory_info().rss
+    stop.set()
+    watcher.join()
+    return {"scenario": f"a reward batch over the bound, then {n} abandoned large reward batches",
+            "over_bound_status": over, "abandoned": dict(outcomes),
+            "server_cpu_s_30s_after_they_left": round(cpu_after, 1),
+            "server_rss_mb": round(rss_after / 2**20), "server_rss_growth_mb": round((rss_after - rss0) / 2**20, 1),
+            "board_p50_s": round(statistics.median(probe.latencies), 3) if probe.latencies else None,
+            "board_max_s": round(max(probe.latencies), 3) if probe.latencies else None,
+            "board_statuses": dict(probe.statuses)}
+
+
+def readings(url: str) -> dict:
+    proc = server_process(url)
+    with client("127.0.0.8", 120) as c:
+        rows = c.post(url + "/api/leaderboard", json={"per_criterion": False}).json()["leaderboard"]["rows"]
+        other = rows[-1]["model"]
+        t0 = time.perf_counter()
+        r = c.get(url + "/api/leaderboard", params={"baseline": other, "per_criterion": "false"})
+        took = time.perf_counter() - t0
+    cpu0 = cpu_seconds(proc)
+    time.sleep(10.0)
+    return {"scenario": f"a board with {other} as the baseline", "status": r.status_code, "s": round(took, 3),
+            "detail": r.json().get("detail", "")[:200] if r.status_code != 200 else "",
+            "server_cpu_s_10s_after": round(cpu_seconds(proc) - cpu0, 1)}
+
+
+def votes(url: str, batches: int = 6) -> dict:
+    with client("127.0.0.9", 60) as c:
+        pairs = c.get(url + "/api/check/pairs", params={"n": 10}).json()
+        ballot = [{"query_id": p["query_id"], "model": p["model"], "model_first": p["model_first"], "choice": "left"}
+                  for p in pairs]
+        batch = (ballot * (50 // max(1, len(ballot)) + 1))[:50]
+        statuses = [c.post(url + "/api/check/votes", json={"votes": batch}).status_code for _ in range(batches)]
+    return {"scenario": f"{batches} batches of 50 votes from one address, no Origin header", "statuses": statuses}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("scenario", choices=["flood", "abandon", "body", "refine", "all"])
+    ap.add_argument("scenario", choices=["flood", "abandon", "body", "refine", "reward", "readings", "votes", "all"])
     ap.add_argument("--url", default="http://127.0.0.1:8738")
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=30.0)
@@ -223,7 +310,8 @@ def main() -> None:
     if urlparse(args.url).hostname not in ("127.0.0.1", "localhost"):
         raise SystemExit("this load script runs against a loopback server only")
     runs = {"flood": lambda: flood(args.url, args.clients, args.seconds, args.flood_from == "many"),
-            "abandon": lambda: abandon(args.url), "body": lambda: body(args.url), "refine": lambda: refine(args.url)}
+            "abandon": lambda: abandon(args.url), "body": lambda: body(args.url), "refine": lambda: refine(args.url),
+            "reward": lambda: reward(args.url), "readings": lambda: readings(args.url), "votes": lambda: votes(args.url)}
     for name in (runs if args.scenario == "all" else [args.scenario]):
         print(json.dumps(runs[name]()), flush=True)
 

@@ -133,3 +133,29 @@ def test_bodies_that_are_not_json(api, raw):
     client, _ = api
     r = client.post("/api/leaderboard", content=raw, headers={"Content-Type": "application/json"})
     assert r.status_code < 500, (raw, r.status_code, r.text[:300])
+
+
+@pytest.mark.parametrize("path, model", [("/api/reward", "RewardIn"), ("/get_reward", "OpenRLHFIn"),
+                                         ("/api/check/votes", "VotesIn")])
+def test_the_reward_and_vote_bodies_from_the_schema_and_beyond(api, path, model):
+    """The reward routes (and the vote route) under the same fuzzing: bodies valid under their schema,
+    bodies of their fields with junk, junk; /get_reward's criteria in the URL too. A 422, a 429 (votes)
+    or a 503 (a full reward queue) is an answer; a 5xx is a failure."""
+    client, doc = api
+    schema = resolved(doc["components"]["schemas"][model], doc)
+    json_values = st.recursive(st.none() | st.booleans() | st.integers() | JUNK,
+                               lambda inner: st.lists(inner, max_size=4) | st.dictionaries(JUNK, inner, max_size=4),
+                               max_leaves=12)
+    bodies = st.one_of(from_schema(schema), st.dictionaries(st.sampled_from(sorted(schema["properties"])) | JUNK,
+                                                            json_values, max_size=4), json_values)
+    params = st.fixed_dictionaries({}, optional={k: st.one_of(JUNK, st.lists(JUNK, max_size=3))
+                                                 for k in ("likes", "avoid", "judge")})
+
+    @FUZZ
+    @given(body=bodies, query=params)
+    def fuzz(body, query):
+        r = client.post(path, json=body, params=as_query(query) if path == "/get_reward" else None)
+        assert r.status_code < 500 or r.status_code == 503, (body, query, r.status_code, r.text[:300])
+        assert len(r.content) < 64_000 or r.status_code == 200, (body, len(r.content))
+
+    fuzz()
