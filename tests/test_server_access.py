@@ -142,3 +142,15 @@ def test_errors_echo_at_most_a_few_hundred_bytes(open_server, method, path, kwar
     assert r.status_code == 422, r.text[:300]
     assert len(r.content) < 2500, len(r.content)
     assert "x" * 100 not in r.text and "f0f0f0" * 30 not in r.text
+
+
+@pytest.mark.parametrize("path, body, where", [
+    ("/api/leaderboard", {"likes": ["Concise", "caf\ud800"]}, "likes.1"),          # JSON "\ud800": a lone surrogate
+    ("/api/reward", {**REWARD, "criteria": {"avoid": ["\udcff"]}}, "criteria.avoid.0"),
+])
+def test_text_utf8_cannot_encode_is_a_422_naming_the_field(open_server, path, body, where):
+    import json
+
+    r = open_server.post(path, content=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"].startswith(f"{where}: "), r.text
+    assert "unicode string" in r.json()["detail"] or "not valid UTF-8" in r.json()["detail"]
