@@ -26,7 +26,7 @@ class SlowJudge:
     name, version, identity, can_tie = "slow", "1", "slow@1", False
 
     def __init__(self):
-        self.calls, self.pairs, self.lock = 0, 0, threading.Lock()
+        self.calls, self.pairs, self.counted, self.lock = 0, 0, 0, threading.Lock()
 
     def judge(self, requests):
         time.sleep(SLICE_S)
@@ -36,6 +36,7 @@ class SlowJudge:
         return [Verdict(1.0 if len(r.response_a) > len(r.response_b) else 0.0) for r in requests]
 
     def missing_readings(self, queries, model_answers, baseline_answers) -> int:
+        self.counted += 1
         return sum(b.startswith("other") for b in baseline_answers)
 
 
@@ -128,6 +129,8 @@ def test_a_board_needing_more_new_quality_readings_than_the_bound_is_refused_wit
     assert "no quality reading of 240 pairs of this board" in detail and "more than the 64 a request" in detail
     assert "`usl quality fill --benchmark tiny --baseline other --judge slow`" in detail
     assert len(svc.rank_calls) == calls                                      # nothing was started
+    counted = svc.slow.counted
     r = httpx.get(url + "/api/leaderboard/stream", params={"baseline": "other"}, timeout=30)
     assert r.status_code == 422 and "usl quality fill" in r.json()["detail"]
+    assert svc.slow.counted == counted               # a refusal is remembered a while, not counted again
     assert httpx.get(url + "/api/leaderboard", params={"per_criterion": "false"}, timeout=30).status_code == 200

@@ -31,6 +31,7 @@ from usl.types import Criteria, DataError
 
 log = logging.getLogger(__name__)
 
+REFUSAL_MEMO_S = 30.0       # how long a board refused for its missing readings is refused without counting again
 # What the engine raises for a request it cannot serve (unknown model, empty selection): a 422.
 USER_ERRORS = (DataError, ValueError, KeyError, LookupError)
 
@@ -52,6 +53,7 @@ class Boards:
         self._topics: dict[str, list[TopicOut]] = {}
         self._warming: asyncio.Task | None = None     # the default board's warm-up, kept referenced
         self._all_read: set[tuple] = set()            # boards whose quality readings are all stored
+        self._refused: dict[tuple, tuple[int, float]] = {}   # boards refused for their readings: (count, when)
 
     # ---- what exists --------------------------------------------------------------------
     async def benchmarks(self) -> list[str]:
@@ -118,10 +120,14 @@ class Boards:
 
     def _missing_readings(self, spec: LeaderboardSpec) -> int:
         """Pairs of ``spec``'s board that its judge's quality reader has not read (``missing_readings``
-        of the default judge; 0 for a judge without a quality reading). Remembered once all are read."""
+        of the default judge; 0 for a judge without a quality reading). Remembered once all are read;
+        a count over the bound for ``REFUSAL_MEMO_S`` (a burst of refused boards counts once)."""
         key = (spec.judge, spec.benchmark, spec.baseline, self.service.data_version(spec.benchmark))
         if key in self._all_read or not hasattr(self.service, "pair_texts"):
             return 0
+        n, when = self._refused.get(key, (0, -math.inf))
+        if time.monotonic() - when < REFUSAL_MEMO_S:
+            return n
         judge = self.service.judge(spec.judge)
         missing = getattr(judge, "missing_readings", None)
         if missing is None:
@@ -129,6 +135,10 @@ class Boards:
         n = int(missing(*self.service.pair_texts(spec)))
         if n == 0:
             self._all_read.add(key)
+        elif n > self.config.max_new_readings:
+            if len(self._refused) > 256:
+                self._refused.clear()
+            self._refused[key] = (n, time.monotonic())
         return n
 
     def default_spec(self, spec: LeaderboardSpec | None = None) -> LeaderboardSpec:
