@@ -14,6 +14,8 @@ import typer
 from usl.cli.common import user_errors as _user_errors
 
 FORMATS = ("table", "json", "csv", "md")
+SERVER_HELP = ("Rank through a `usl serve` running on this data directory when there is one (the same board, "
+               "without loading the judge here).")
 
 
 @contextlib.contextmanager
@@ -73,9 +75,7 @@ def rank(ctx: typer.Context,
                                                                       "`usl rank --format json` (or its 'spec' alone); "
                                                                       "warns when the judge or data differ from the "
                                                                       "recorded ones."),
-         use_server: bool = typer.Option(True, "--server/--no-server",
-                                         help="Rank through a `usl serve` running on this data directory when "
-                                              "there is one (the same board, without loading the judge here)."),
+         use_server: bool = typer.Option(True, "--server/--no-server", help=SERVER_HELP),
          ) -> None:
     with user_errors():
         if fmt not in FORMATS:
@@ -91,13 +91,15 @@ def rank(ctx: typer.Context,
                          per_criterion)
         if refine is None and (refine_queries is not None or refine_seconds is not None):
             raise ValueError("--refine-queries and --refine-seconds need --refine JUDGE")
-        board = None
-        if use_server and refine is None and not reference and (spec.n_bootstrap, spec.seed) == (1000, 0):
-            from usl import paths
-            from usl.cli import via_server
+        if reference:
+            from usl.leaderboard.names import check_reference
 
-            board = via_server.rank(paths.home(ctx.obj.home), spec)
+            check_reference(reference)        # before any board is judged
+        remote = _remote(ctx) if use_server and refine is None else None
+        board = remote.rank(spec) if remote is not None else None
+        svc = None
         if board is None:
+            spec = _checked(ctx, spec)
             svc = _service(ctx)
             if refine is not None:
                 svc.judge(refine)      # a wrong reference fails now, not after the fast board
@@ -108,7 +110,9 @@ def rank(ctx: typer.Context,
                 board = svc.refine(spec, refine, queries=refine_queries, seconds=refine_seconds, progress=progress)
         out = board.to_json()
         if reference:
-            out["reference"] = _reference(svc, spec, board, reference, refined=refine is not None)
+            found = remote.reference_agreement(spec, reference) if svc is None else None
+            out["reference"] = found or _reference(svc or _service(ctx), spec, board, reference,
+                                                   refined=refine is not None)
         _emit_warnings(board.warnings)
         if recorded is not None:
             from usl.leaderboard.types import drift
@@ -148,6 +152,7 @@ def compare(ctx: typer.Context,
             n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for CIs."),
             seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
             as_json: bool = typer.Option(False, "--json", help="Print JSON: {a, b, kendall_tau, spearman_rho, warnings}."),
+            use_server: bool = typer.Option(True, "--server/--no-server", help=SERVER_HELP),
             ) -> None:
     with user_errors():
         if not (a_criteria or a_avoid) or not (b_criteria or b_avoid):
@@ -156,11 +161,15 @@ def compare(ctx: typer.Context,
                       n_bootstrap=n_bootstrap, seed=seed, per_criterion=False)
         sa = _spec(a_criteria, a_avoid, **common, options=("--a-criteria", "--a-avoid"))
         sb = _spec(b_criteria, b_avoid, **common, options=("--b-criteria", "--b-avoid"))
-        svc = _service(ctx)
-        with _progress() as progress:
-            svc.rank(sa, progress=progress)
-            svc.rank(sb, progress=progress)
-        cmp = svc.compare(sa, sb)
+        remote = _remote(ctx) if use_server else None
+        cmp = remote.compare(sa, sb) if remote is not None else None
+        if cmp is None:
+            sa, sb = _checked(ctx, sa), _checked(ctx, sb)
+            svc = _service(ctx)
+            with _progress() as progress:
+                svc.rank(sa, progress=progress)
+                svc.rank(sb, progress=progress)
+            cmp = svc.compare(sa, sb)
         _emit_warnings(cmp.warnings)
         if as_json:
             typer.echo(json.dumps({"a": cmp.a.to_json(), "b": cmp.b.to_json(), "kendall_tau": cmp.kendall_tau,
@@ -207,6 +216,21 @@ def _read_spec(path: str):
     found = read_json(path)
     recorded = found.get("spec") if isinstance(found, dict) and "rows" in found else found
     return LeaderboardSpec.from_json(recorded, where=f"{path}: spec"), recorded
+
+
+def _remote(ctx: typer.Context):
+    from usl import paths
+    from usl.leaderboard.remote import connect
+
+    return connect(paths.home(ctx.obj.home))
+
+
+def _checked(ctx: typer.Context, spec):
+    """``spec`` after its names are checked against the store, before the judge loads (a typo fails in a
+    fraction of a second); its topics become ids, as the server records them."""
+    from usl.leaderboard.names import check_names
+
+    return check_names(ctx.obj.store(), spec)
 
 
 def _service(ctx: typer.Context):

@@ -79,18 +79,18 @@ def register(app: typer.Typer) -> None:
         warning = exposure_warning(access, port)
         if warning:
             typer.echo(warning, err=True)
-        from usl.cli import via_server
+        from usl.leaderboard import remote
 
         local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        record = via_server.announce(paths.home(ctx.obj.home), f"http://{local}:{port}")
+        record = remote.announce(paths.home(ctx.obj.home), f"http://{local}:{port}")
         # uvicorn shuts down on SIGTERM, then raises it again with the handler it found: make that an exit
         # that runs the finally clause, so the record goes with the server.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        try:            # `usl rank` on this data directory asks this server while it runs
+        try:            # usl rank, compare and usl.load() on this data directory ask this server while it runs
             uvicorn.Server(uvicorn_config(web, host, port, config.connection, log_level="warning",
                                           access_log=False)).run()
         finally:
-            via_server.withdraw(record)
+            remote.withdraw(record)
 
 
 def default_judges(benchmark: str) -> tuple[str, ...]:

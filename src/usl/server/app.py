@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from usl.judges.llm_api import LLMJudgeError
 from usl.judges.redact import public_judge
 from usl.leaderboard.types import LeaderboardSpec
-from usl.server import reward, views, votes
+from usl.server import analysis, reward, views, votes
 from usl.server.boards import Boards
 from usl.server.config import ServerConfig
 from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, LeaderboardResponse, SpecIn,
@@ -166,6 +166,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
 
     app.include_router(reward.router(service, cfg.judges))
     app.include_router(votes.router(boards, spec_query))
+    app.include_router(analysis.router(boards))
 
     static = resources.files("usl.server").joinpath("static")
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
