@@ -11,6 +11,7 @@ from typing import Callable, Iterator, List, Optional
 
 import typer
 
+from usl.cli.common import JUDGE_EPILOG, JUDGE_HELP
 from usl.cli.common import user_errors as _user_errors
 
 FORMATS = ("table", "json", "csv", "md")
@@ -35,9 +36,10 @@ def user_errors() -> Iterator[None]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("rank", help="Rank the benchmark's models by your criteria (win rate vs the baseline).")(rank)
+    app.command("rank", help="Rank the benchmark's models by your criteria (win rate vs the baseline).",
+                epilog=JUDGE_EPILOG)(rank)
     app.command("compare", help="Rank by two criteria sets and report how much the order changes "
-                                "(Kendall's tau).")(compare)
+                                "(Kendall's tau).", epilog=JUDGE_EPILOG)(compare)
 
 
 def rank(ctx: typer.Context,
@@ -47,9 +49,7 @@ def rank(ctx: typer.Context,
          avoid: Optional[List[str]] = typer.Option(None, "--avoid", "-a", help="Something to avoid (repeatable)."),
          topics: str = typer.Option("", "--topics", help="Comma-separated topic ids or names to restrict to."),
          use_case: str = typer.Option("", "--use-case", help="Free text; ranks on the queries matching it."),
-         judge: str = typer.Option("default", "--judge", help="Judge spec: default, fast:PATH, crm[:PATH],"
-                                                               " crm-factored[:PATH], llm:MODEL[,base_url=..],"
-                                                               " length, random[:SEED]."),
+         judge: str = typer.Option("default", "--judge", help=JUDGE_HELP),
          baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model (default: the benchmark's)."),
          benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark name in the store."),
          fmt: str = typer.Option("table", "--format", "-f", help="table | json | csv | md"),
@@ -146,7 +146,7 @@ def compare(ctx: typer.Context,
             b_avoid: Optional[List[str]] = typer.Option(None, "--b-avoid", help="Set B: something to avoid (repeatable)."),
             topics: str = typer.Option("", "--topics", help="Comma-separated topic ids or names to restrict to."),
             use_case: str = typer.Option("", "--use-case", help="Free text; ranks on the queries matching it."),
-            judge: str = typer.Option("default", "--judge", help="Judge spec (as for `usl rank`)."),
+            judge: str = typer.Option("default", "--judge", help=JUDGE_HELP),
             baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model."),
             benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark name in the store."),
             n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for CIs."),

@@ -16,14 +16,14 @@ from typing import List, Optional
 import typer
 
 from usl import paths
-from usl.cli.common import user_errors
+from usl.cli.common import JUDGE_EPILOG, user_errors
 from usl.types import DataError
 
 log = logging.getLogger(__name__)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("serve")
+    @app.command("serve", epilog=JUDGE_EPILOG)
     def serve(ctx: typer.Context,
               host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
               port: int = typer.Option(8000, "--port", help="TCP port."),
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
                   None, "--judge", help="Judge the page may use; repeat to allow several, the first is the "
                                         "default. Default: default, plus crm-factored (the transformer CRM "
                                         "from answer vectors shipped for the default benchmark) on the "
-                                        "default benchmark."),
+                                        "default benchmark. Forms below."),
               refine_with: str = typer.Option("crm", "--refine-with",
                                               help="Reference judge the page can refine a board with (the "
                                                    "transformer CRM: a few seconds a question on a CPU, judged "
