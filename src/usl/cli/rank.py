@@ -23,14 +23,17 @@ SERVER_HELP = ("Rank through a `usl serve` running on this data directory when t
 def user_errors() -> Iterator[None]:
     """As ``usl.cli.common.user_errors``, and a failing judge endpoint is one clear line too.
 
-    Judgments finished before the failure are already cached: rerunning resumes from there.
+    Judgments finished before the failure are already cached: rerunning resumes from there. The LLM
+    judge's module (and httpx with it: a fifth of a second) is not imported for this: only a command
+    that loaded that judge can raise its error, and then the module is loaded.
     """
-    from usl.judges.llm_api import LLMJudgeError
-
     with _user_errors():
         try:
             yield
-        except LLMJudgeError as e:
+        except Exception as e:
+            llm = sys.modules.get("usl.judges.llm_api")
+            if llm is None or not isinstance(e, llm.LLMJudgeError):
+                raise
             typer.echo(f"error: {e} (judgments made so far are cached; rerun to resume)", err=True)
             sys.exit(2)
 
