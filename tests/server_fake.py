@@ -86,7 +86,7 @@ class FakeService:
             wr = 80.0 - 10.0 * i + shift
             rows.append(Row(model=m, rank=i + 1, win_rate=wr, ci=(wr - 4.0, wr + 4.0), n=100 - i,
                             n_missing=i % 2, topics={t: wr + 3.0 * k - 3.0 for k, t in enumerate(topic_names)},
-                            avg_length=150.0 + 20 * MODELS.index(m)))
+                            avg_length=150.0 + 20 * MODELS.index(m), lc_win_rate=None if custom else wr - 1.5))
         breakdown = ({c: {m: 50.0 + (10.0 if k % 2 else -10.0) * (j - 2.5) for j, m in enumerate(MODELS)}
                       for k, c in enumerate(spec.criteria.as_list())} if spec.per_criterion else {})
         return Leaderboard(spec=spec.to_json(), rows=tuple(rows), criteria_breakdown=breakdown)

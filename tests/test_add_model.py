@@ -214,3 +214,40 @@ def test_answer_cache_segments_merge_and_keep_every_answer(tmp_path):
     for k in keys:
         assert np.array_equal(reader.r[reader._index[k]], writer.r[writer._index[k]])
         assert reader.cos_q[reader._index[k]] == writer.cos_q[writer._index[k]]
+
+
+def test_data_queries_lists_the_queries_with_topic_ids_as_a_template_add_model_takes(tmp_path):
+    from server_real import make_tiny
+
+    make_tiny(tmp_path)
+    everything = usl(tmp_path, "data", "queries", "--benchmark", "tiny")
+    assert everything.exit_code == 0, everything.output
+    lines = [json.loads(x) for x in everything.stdout.splitlines()]
+    assert len(lines) == 16 and lines[0] == {"instruction": "Write a Python function number 0", "output": "",
+                                             "query_id": "q0", "topics": ["coding"]}
+    writing = usl(tmp_path, "data", "queries", "--benchmark", "tiny", "--topics", "Creative")   # a name's start
+    template = [json.loads(x) for x in writing.stdout.splitlines()]
+    assert [x["query_id"] for x in template] == [f"q{i}" for i in range(8, 16)]
+    assert {t for x in template for t in x["topics"]} == {"writing"}
+
+    filled = tmp_path / "m_new.jsonl"
+    filled.write_text("".join(json.dumps(x | {"output": "" if i == 0 else "a poem " * 9}) + "\n"
+                              for i, x in enumerate(template)))
+    added = usl(tmp_path, "data", "add-model", str(filled), "--benchmark", "tiny", "--judge", "none")
+    assert added.exit_code == 0, added.output
+    assert "m_new: 7 of 16 queries answered" in added.stdout and "missing: 9 queries" in added.stdout
+
+    table = usl(tmp_path, "data", "queries", "--benchmark", "tiny", "--topics", "coding", "--format", "table")
+    assert table.stdout.splitlines()[0].split() == ["q0", "coding", "Write", "a", "Python", "function", "number", "0"]
+    bad = usl(tmp_path, "data", "queries", "--benchmark", "tiny", "--topics", "astro")
+    assert bad.exit_code == 2 and "unknown topic 'astro'; topics (id and name): coding (Coding)" in bad.output
+
+
+def test_topics_list_shows_the_ids_topics_options_take(tmp_path):
+    from server_real import make_tiny
+
+    make_tiny(tmp_path)
+    out = usl(tmp_path, "topics", "list", "--name", "tiny")
+    assert out.exit_code == 0, out.output
+    assert [line.split()[:2] for line in out.stdout.splitlines()] == [["id", "name"], ["coding", "Coding"],
+                                                                        ["writing", "Creative"]]

@@ -3,6 +3,7 @@ uvicorn server on localhost (fake engine with known answers, so every assertion 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from pathlib import Path
@@ -39,7 +40,12 @@ def test_customize_rank_and_share(page, site):
     wait_for_view(page, "default")
     default = board(page)
     assert default == list(MODELS)
-    assert page.locator("#leaderboard thead th").all_inner_texts()[:3] == ["Rank", "Model", "Win rate (95% CI)"]
+    assert page.locator("#leaderboard thead th").all_inner_texts()[:4] == ["Rank", "Model", "Win rate (95% CI)", "LC"]
+    # the length-controlled win rate, as `usl rank` shows it (the fake's: 1.5 below the win rate)
+    lc = page.locator("#leaderboard tbody td.lc").all_inner_texts()
+    assert lc == [f"{80.0 - 10.0 * i - 1.5:.1f}" for i in range(len(MODELS))]
+    assert "Length-controlled win rate" in page.get_attribute("#leaderboard thead th.lc", "title")
+    assert page.is_hidden("#rank-note")                       # no win rate here beats a better-ranked one
     assert page.locator("#leaderboard tbody tr").first.locator("svg.whisker line").count() == 4
     assert page.locator("#topic-list input").count() == 3
 
@@ -61,7 +67,8 @@ def test_customize_rank_and_share(page, site):
     assert custom == list(MODELS[::-1]) and custom != default
     first = page.locator("#leaderboard tbody tr").first
     assert first.locator("td").nth(1).inner_text() == "foxtrot-pro"
-    assert first.locator("td").nth(3).inner_text() == "▲ 5"                # 6th by default -> 1st
+    assert first.locator("td").nth(3).inner_text() == "off"                # "Short answers": LC off
+    assert first.locator("td").nth(4).inner_text() == "▲ 5"                # 6th by default -> 1st
     assert page.locator("#leaderboard thead th.topic").all_inner_texts() == ["Coding & debugging"]
     assert page.locator("#rank-plot svg g.pt").count() == len(MODELS)
     page.wait_for_selector("#breakdown[data-state=ready]", timeout=10000)     # arrives after the table
@@ -92,6 +99,32 @@ def test_customize_rank_and_share(page, site):
     assert again.locator("#topic-list input:checked").evaluate_all("cs => cs.map(c => c.value)") == ["coding"]
     assert again.evaluate("window.__pwned") is None
     assert page.errors == []
+
+
+class CrossedRanks(FakeService):
+    """The default board with a higher win rate at a worse rank, as on the default benchmark (59.4% at rank 7
+    beside 60.0% at rank 10): delta's interval reaches above charlie's, so fewer models lie wholly above it."""
+
+    def rank(self, spec, progress=None):
+        board = super().rank(spec, progress)
+        crossed = {"charlie-70b": dict(win_rate=60.0, ci=(59.0, 61.0), rank=3),
+                   "delta-8x7b": dict(win_rate=59.4, ci=(50.0, 68.0), rank=2)}
+        return dataclasses.replace(board, rows=tuple(dataclasses.replace(r, **crossed.get(r.model, {}))
+                                                     for r in board.rows))
+
+
+def test_the_page_says_why_a_higher_win_rate_can_rank_worse(browser):
+    with serve_in_thread(create_app(CrossedRanks(), ServerConfig(benchmark="tiny", judges=("length",)))) as url:
+        pg = browser.new_page()
+        pg.goto(url)
+        wait_for_view(pg, "default")
+        assert board(pg)[1:4] == ["bravo-13b", "delta-8x7b", "charlie-70b"]     # rows in rank order
+        note = pg.inner_text("#rank-note")
+        assert note.startswith("Why is charlie-70b (60.0%, rank 3) below delta-8x7b (59.4%, rank 2)?")
+        assert "50.0–68.0 against 59.0–61.0" in note and "not significantly different" in note
+        assert "1 + the number of models significantly better" in pg.get_attribute("#leaderboard thead th.rank",
+                                                                                    "title")
+        pg.close()
 
 
 def test_examples_side_by_side(page, site):

@@ -135,7 +135,7 @@ def test_topics_per_row_and_selection(home):
     by_name = svc.rank(spec(topics=("even questions",)))
     assert by_name.spec["n_queries"] == 5
     assert svc.rank(spec(topics=("Ev",))).spec["topic_names"] == ["Even questions"]   # unique prefix
-    with pytest.raises(ValueError, match=r"unknown topic\(s\) \['nope'\]; known: .*even \(Even questions\)"):
+    with pytest.raises(ValueError, match=r"unknown topic 'nope'; topics \(id and name\): .*even \(Even questions\)"):
         svc.rank(spec(topics=("nope",)))
 
 

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from usl import paths
 from usl.cli import app
-from usl.data.topics import (TopicConfig, anchored_kmeans, build_topics, keyword_hits, load_curated,
-                             load_topics, select_by_use_case, top_keywords)
+from usl.data.topics import (Topic, TopicConfig, anchored_kmeans, build_topics, keyword_hits, load_curated,
+                             load_topics, match_topics, select_by_use_case, top_keywords)
 from usl.store import Store
 from usl.store.benchmarks import load_benchmark, save_benchmark
 from usl.types import Benchmark, DataError, Query, Response
@@ -175,3 +175,29 @@ def test_acceptance_board_topics(tmp_path):
     covered = sorted(q for t in load_topics(store, "alpaca_eval") for q in t.query_ids)
     assert covered == sorted(q.id for q in load_benchmark(store, "alpaca_eval").queries)
     assert len(covered) == 483
+
+
+MATCH_TOPICS = [Topic("coding-technology", "Coding & technology", (), ()), Topic("cooking", "Food and cooking", (), ()),
+                Topic("creative-writing", "Creative writing", (), ())]
+
+
+@pytest.mark.parametrize("requested, ids", [
+    (["coding-technology"], ["coding-technology"]),           # an id
+    (["FOOD AND COOKING"], ["cooking"]),                       # a name, any case
+    (["cod"], ["coding-technology"]),                          # the start of exactly one id or name
+    (["creative", " cooking ", "cooking"], ["creative-writing", "cooking"]),   # request order, no repeats
+    (["", " "], []),                                            # blanks are no topic
+])
+def test_match_topics_takes_ids_names_and_unique_prefixes(requested, ids):
+    assert [t.id for t in match_topics(requested, MATCH_TOPICS)] == ids
+
+
+@pytest.mark.parametrize("requested, match", [
+    (["astrology"], r"unknown topic 'astrology'; topics \(id and name\): coding-technology \(Coding & technology\), "
+                    r"cooking \(Food and cooking\), creative-writing \(Creative writing\)"),
+    (["co"], r"unknown topic 'co' \(fits several\)"),          # coding-technology and cooking
+    (["cooking", "nope", "x"], r"unknown topic 'nope', 'x';"),
+])
+def test_match_topics_refuses_unknown_and_ambiguous_names_listing_the_known_ones(requested, match):
+    with pytest.raises(ValueError, match=match):
+        match_topics(requested, MATCH_TOPICS)

@@ -1,6 +1,7 @@
 """The Python API for notebooks: ``usl.load()`` a benchmark, ``rank`` it by criteria, ``compare`` two boards.
 
-A small surface over ``LeaderboardService`` (what the CLI and the server call), kept stable: keyword
+A small surface over ``LeaderboardService`` (what the CLI and the server call), or over a running
+``usl serve`` of the same data directory (``usl.leaderboard.remote``), kept stable: keyword
 arguments as the CLI's options, boards as ``usl.leaderboard.types.Leaderboard`` whose rows are frozen
 records, ``board.records()`` as plain dicts, ``board.to_pandas()`` as a DataFrame (pandas optional).
 Examples, run by the test suite: docs/python_api.md.
@@ -20,41 +21,45 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class Bench:
-    """One stored benchmark and the engine that ranks it; made by ``usl.load``."""
+    """One stored benchmark and the engine that ranks it; made by ``usl.load``. Boards come from a
+    ``usl serve`` running on the same data directory when there is one and ``server`` is true (the same
+    boards, without loading the judge in this process), else from an engine loaded on the first board."""
 
     name: str
     home: str | None
-    _service: object = field(repr=False)
+    _store: object = field(repr=False)
+    server: bool = True
+    _engine: object = field(default=None, repr=False)
 
     @property
     def models(self) -> tuple[str, ...]:
         """Every model, the baseline included."""
-        return self._service.answers(self.name).benchmark.models
+        return self._benchmark().models
 
     @property
     def baseline(self) -> str:
-        return self._service.answers(self.name).benchmark.baseline
+        return self._benchmark().baseline
 
     @property
     def n_queries(self) -> int:
-        return len(self._service.answers(self.name).benchmark.queries)
+        return len(self._benchmark().queries)
 
     def topics(self) -> list[str]:
         """Topic names (built on first use for a benchmark without stored topics)."""
-        found = self._service.topics(self.name)
-        if not found:
-            from usl.data.topics import ensure_topics
+        from usl.data.topics import ensure_topics
 
-            found = ensure_topics(self._service.store, self.name)
-        return [t.name for t in found]
+        return [t.name for t in ensure_topics(self._store, self.name)]
 
     def rank(self, likes: Sequence[str] = (), avoid: Sequence[str] = (), *, topics: Sequence[str] = (),
              use_case: str = "", judge: str = "default", baseline: str | None = None, n_bootstrap: int = 1000,
              seed: int = 0, per_criterion: bool = True, progress: Progress | None = None) -> Leaderboard:
-        """The board for these criteria (no likes and no avoid: the general default criteria)."""
-        return self._service.rank(self.spec(likes, avoid, topics=topics, use_case=use_case, judge=judge,
-                                            baseline=baseline, n_bootstrap=n_bootstrap, seed=seed,
-                                            per_criterion=per_criterion), progress)
+        """The board for these criteria (no likes and no avoid: the general default criteria). ``progress``
+        reports judging done here; a server's board comes without it."""
+        spec = self.spec(likes, avoid, topics=topics, use_case=use_case, judge=judge, baseline=baseline,
+                         n_bootstrap=n_bootstrap, seed=seed, per_criterion=per_criterion)
+        remote = self._remote()
+        board = remote.rank(spec) if remote is not None else None
+        return board if board is not None else self._service().rank(self._checked(spec), progress)
 
     def compare(self, a: Sequence[str] | Criteria, b: Sequence[str] | Criteria, **options) -> Comparison:
         """Boards for two criteria sets (lists of likes, or ``Criteria`` with avoids) and their rank agreement;
@@ -62,7 +67,9 @@ class Bench:
         options.setdefault("per_criterion", False)
         sa, sb = (self.spec(c.likes, c.avoid, **options) if isinstance(c, Criteria) else self.spec(c, **options)
                   for c in (a, b))
-        return self._service.compare(sa, sb)
+        remote = self._remote()
+        found = remote.compare(sa, sb) if remote is not None else None
+        return found if found is not None else self._service().compare(self._checked(sa), self._checked(sb))
 
     def spec(self, likes: Sequence[str] = (), avoid: Sequence[str] = (), **options) -> LeaderboardSpec:
         """The ``LeaderboardSpec`` that ``rank`` would use (what a board records in ``board.spec``)."""
@@ -72,12 +79,35 @@ class Bench:
         topics = tuple(options.pop("topics", ()))
         return LeaderboardSpec(benchmark=self.name, topics=topics, **kw, **options)
 
+    def _benchmark(self):
+        from usl.store.benchmarks import load_benchmark
 
-def load(benchmark: str | None = None, home: str | Path | None = None) -> Bench:
+        return load_benchmark(self._store, self.name)
+
+    def _remote(self):
+        from usl import paths
+        from usl.leaderboard.remote import connect
+
+        return connect(paths.home(self.home)) if self.server else None
+
+    def _checked(self, spec: LeaderboardSpec) -> LeaderboardSpec:
+        from usl.leaderboard.names import check_names
+
+        return check_names(self._store, spec)
+
+    def _service(self):
+        if self._engine is None:
+            from usl.leaderboard.service import LeaderboardService
+
+            self._engine = LeaderboardService(self._store, home=self.home)
+        return self._engine
+
+
+def load(benchmark: str | None = None, home: str | Path | None = None, server: bool = True) -> Bench:
     """A stored benchmark (default: ``alpaca_eval``, or the only one) of the data directory ``home``
-    (default: ``$USL_HOME``, else ``~/.local/share/usl``); import one first with ``usl data import``."""
+    (default: ``$USL_HOME``, else ``~/.local/share/usl``); import one first with ``usl data import``.
+    ``server=False``: rank in this process even when a ``usl serve`` runs on the data directory."""
     from usl import paths
-    from usl.leaderboard.service import LeaderboardService
     from usl.store import Store
     from usl.store.benchmarks import load_benchmark, resolve_name
 
@@ -85,4 +115,4 @@ def load(benchmark: str | None = None, home: str | Path | None = None) -> Bench:
     store = Store(paths.db_path(home))
     name = resolve_name(store, benchmark)
     load_benchmark(store, name)          # an unknown name fails here, naming the known ones
-    return Bench(name, home, LeaderboardService(store, home=home))
+    return Bench(name, home, store, server)

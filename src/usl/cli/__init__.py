@@ -13,7 +13,7 @@ import typer
 from usl.cli import data, evaluate, fast, quality, rank, serve, topics, train
 from usl.cli.common import State
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="usl: rank LLMs by how well they answer the way YOU like.")
 
 

@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 import typer
 
 from usl import paths
-from usl.console import user_errors  # noqa: F401  (re-exported for the command modules)
+from usl.console import JUDGE_EPILOG, JUDGE_HELP, user_errors  # noqa: F401  (re-exported for the commands)
 
 
 @dataclass

@@ -156,6 +156,45 @@ def stats(
         typer.echo(f"  {m['name']:<{width}}  {m['answers']:>5} answers{flag}")
 
 
+@app.command("queries")
+def queries(
+        ctx: typer.Context,
+        benchmark: Optional[str] = typer.Option(None, "--benchmark", help="Benchmark. Default: alpaca_eval, or "
+                                                                          "the only one."),
+        topics: str = typer.Option("", "--topics", help="Comma-separated topic ids or names (`usl topics "
+                                                        "list`) to restrict to."),
+        fmt: str = typer.Option("jsonl", "--format", "-f", help="jsonl | table"),
+) -> None:
+    """The benchmark's queries with their topics: a template for your model's answers.
+
+    JSONL prints one {"instruction", "output": "", "query_id", "topics"} per query: fill in each
+    output and give the file to `usl data add-model` (an output left empty counts as a missing answer).
+    """
+    from usl.data.topics import load_topics, match_topics
+    from usl.store.benchmarks import load_benchmark, resolve_name
+
+    with user_errors():
+        if fmt not in ("jsonl", "table"):
+            raise ValueError(f"--format must be jsonl or table, got {fmt!r}")
+        store = ctx.obj.store()
+        bench = load_benchmark(store, resolve_name(store, benchmark))
+        requested = [t for t in topics.split(",") if t.strip()]
+        stored = load_topics(store, bench.name) if requested else []
+        if requested and not stored:
+            raise DataError(f"benchmark {bench.name!r} has no topics yet; `usl topics list --name {bench.name}` "
+                            "builds them")
+        wanted = {t.id for t in match_topics(requested, stored)}
+        chosen = [q for q in bench.queries if not wanted or wanted & set(q.topic_ids)]
+    if fmt == "jsonl":
+        for q in chosen:
+            line = {"instruction": q.text, "output": "", "query_id": q.id, "topics": list(q.topic_ids)}
+            typer.echo(json.dumps(line, ensure_ascii=False))
+        return
+    width = max([len(q.id) for q in chosen] + [2])
+    for q in chosen:
+        typer.echo(f"{q.id:<{width}}  {','.join(q.topic_ids) or '-'}  {' '.join(q.text.split())[:100]}")
+
+
 # `usl data add-model` / `remove-model` and `usl data build-train ...` live in their own modules.
 from usl.cli import data_models as _dm  # noqa: E402
 

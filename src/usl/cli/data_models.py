@@ -13,11 +13,11 @@ from typing import List, Optional
 
 import typer
 
-from usl.cli.common import user_errors
+from usl.cli.common import JUDGE_EPILOG, user_errors
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("add-model")
+    @app.command("add-model", epilog=JUDGE_EPILOG)
     def add_model(
         ctx: typer.Context,
         file: Path = typer.Argument(..., help="AlpacaEval model_outputs.json, or JSONL of {instruction, output} "

@@ -6,6 +6,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
+    from usl.console import JUDGE_EPILOG
     from usl.evaluation.commands import eval_command
 
-    app.command("eval")(eval_command)
+    app.command("eval", epilog=JUDGE_EPILOG)(eval_command)

@@ -109,7 +109,8 @@ def fill_cmd(
     ctx: typer.Context,
     benchmark: str = typer.Option("alpaca_eval", help="Benchmark whose (answer, baseline) pairs are read."),
     baseline: str = typer.Option("", help="Baseline model (default: the benchmark's)."),
-    judge: str = typer.Option("default", help="The judge whose quality reading is filled."),
+    judge: str = typer.Option("default", help="The judge whose quality reading is filled: default, or "
+                                              "default:quality=JUDGE with the reader JUDGE (llm:MODEL,...)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Send an LLM reader's requests without asking (scripts)."),
 ) -> None:
     """Read and store the quality reading of every (answer, baseline) pair of a benchmark, with progress;

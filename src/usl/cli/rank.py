@@ -11,31 +11,38 @@ from typing import Callable, Iterator, List, Optional
 
 import typer
 
+from usl.cli.common import JUDGE_EPILOG, JUDGE_HELP
 from usl.cli.common import user_errors as _user_errors
 
 FORMATS = ("table", "json", "csv", "md")
+SERVER_HELP = ("Rank through a `usl serve` running on this data directory when there is one (the same board, "
+               "without loading the judge here).")
 
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
     """As ``usl.cli.common.user_errors``, and a failing judge endpoint is one clear line too.
 
-    Judgments finished before the failure are already cached: rerunning resumes from there.
+    Judgments finished before the failure are already cached: rerunning resumes from there. The LLM
+    judge's module (and httpx with it: a fifth of a second) is not imported for this: only a command
+    that loaded that judge can raise its error, and then the module is loaded.
     """
-    from usl.judges.llm_api import LLMJudgeError
-
     with _user_errors():
         try:
             yield
-        except LLMJudgeError as e:
+        except Exception as e:
+            llm = sys.modules.get("usl.judges.llm_api")
+            if llm is None or not isinstance(e, llm.LLMJudgeError):
+                raise
             typer.echo(f"error: {e} (judgments made so far are cached; rerun to resume)", err=True)
             sys.exit(2)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("rank", help="Rank the benchmark's models by your criteria (win rate vs the baseline).")(rank)
+    app.command("rank", help="Rank the benchmark's models by your criteria (win rate vs the baseline).",
+                epilog=JUDGE_EPILOG)(rank)
     app.command("compare", help="Rank by two criteria sets and report how much the order changes "
-                                "(Kendall's tau).")(compare)
+                                "(Kendall's tau).", epilog=JUDGE_EPILOG)(compare)
 
 
 def rank(ctx: typer.Context,
@@ -45,9 +52,7 @@ def rank(ctx: typer.Context,
          avoid: Optional[List[str]] = typer.Option(None, "--avoid", "-a", help="Something to avoid (repeatable)."),
          topics: str = typer.Option("", "--topics", help="Comma-separated topic ids or names to restrict to."),
          use_case: str = typer.Option("", "--use-case", help="Free text; ranks on the queries matching it."),
-         judge: str = typer.Option("default", "--judge", help="Judge spec: default, fast:PATH, crm[:PATH],"
-                                                               " crm-factored[:PATH], llm:MODEL[,base_url=..],"
-                                                               " length, random[:SEED]."),
+         judge: str = typer.Option("default", "--judge", help=JUDGE_HELP),
          baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model (default: the benchmark's)."),
          benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark name in the store."),
          fmt: str = typer.Option("table", "--format", "-f", help="table | json | csv | md"),
@@ -74,9 +79,7 @@ def rank(ctx: typer.Context,
                                                                       "`usl rank --format json` (or its 'spec' alone); "
                                                                       "warns when the judge or data differ from the "
                                                                       "recorded ones."),
-         use_server: bool = typer.Option(True, "--server/--no-server",
-                                         help="Rank through a `usl serve` running on this data directory when "
-                                              "there is one (the same board, without loading the judge here)."),
+         use_server: bool = typer.Option(True, "--server/--no-server", help=SERVER_HELP),
          yes: bool = typer.Option(False, "--yes", "-y", help="A judge whose quality reader is an LLM "
                                                              "(default:quality=llm:...): send the readings the "
                                                              "board lacks without asking (scripts)."),
@@ -95,13 +98,15 @@ def rank(ctx: typer.Context,
                          per_criterion)
         if refine is None and (refine_queries is not None or refine_seconds is not None):
             raise ValueError("--refine-queries and --refine-seconds need --refine JUDGE")
-        board = None
-        if use_server and refine is None and not reference and (spec.n_bootstrap, spec.seed) == (1000, 0):
-            from usl import paths
-            from usl.cli import via_server
+        if reference:
+            from usl.leaderboard.names import check_reference
 
-            board = via_server.rank(paths.home(ctx.obj.home), spec)
+            check_reference(reference)        # before any board is judged
+        remote = _remote(ctx) if use_server and refine is None else None
+        board = remote.rank(spec) if remote is not None else None
+        svc = None
         if board is None:
+            spec = _checked(ctx, spec)
             svc = _service(ctx)
             _confirm_llm_readings(svc, spec, yes)
             if refine is not None:
@@ -113,7 +118,9 @@ def rank(ctx: typer.Context,
                 board = svc.refine(spec, refine, queries=refine_queries, seconds=refine_seconds, progress=progress)
         out = board.to_json()
         if reference:
-            out["reference"] = _reference(svc, spec, board, reference, refined=refine is not None)
+            found = remote.reference_agreement(spec, reference) if svc is None else None
+            out["reference"] = found or _reference(svc or _service(ctx), spec, board, reference,
+                                                   refined=refine is not None)
         _emit_warnings(board.warnings)
         if recorded is not None:
             from usl.leaderboard.types import drift
@@ -147,12 +154,13 @@ def compare(ctx: typer.Context,
             b_avoid: Optional[List[str]] = typer.Option(None, "--b-avoid", help="Set B: something to avoid (repeatable)."),
             topics: str = typer.Option("", "--topics", help="Comma-separated topic ids or names to restrict to."),
             use_case: str = typer.Option("", "--use-case", help="Free text; ranks on the queries matching it."),
-            judge: str = typer.Option("default", "--judge", help="Judge spec (as for `usl rank`)."),
+            judge: str = typer.Option("default", "--judge", help=JUDGE_HELP),
             baseline: Optional[str] = typer.Option(None, "--baseline", help="Baseline model."),
             benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark name in the store."),
             n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples for CIs."),
             seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
             as_json: bool = typer.Option(False, "--json", help="Print JSON: {a, b, kendall_tau, spearman_rho, warnings}."),
+            use_server: bool = typer.Option(True, "--server/--no-server", help=SERVER_HELP),
             ) -> None:
     with user_errors():
         if not (a_criteria or a_avoid) or not (b_criteria or b_avoid):
@@ -161,11 +169,15 @@ def compare(ctx: typer.Context,
                       n_bootstrap=n_bootstrap, seed=seed, per_criterion=False)
         sa = _spec(a_criteria, a_avoid, **common, options=("--a-criteria", "--a-avoid"))
         sb = _spec(b_criteria, b_avoid, **common, options=("--b-criteria", "--b-avoid"))
-        svc = _service(ctx)
-        with _progress() as progress:
-            svc.rank(sa, progress=progress)
-            svc.rank(sb, progress=progress)
-        cmp = svc.compare(sa, sb)
+        remote = _remote(ctx) if use_server else None
+        cmp = remote.compare(sa, sb) if remote is not None else None
+        if cmp is None:
+            sa, sb = _checked(ctx, sa), _checked(ctx, sb)
+            svc = _service(ctx)
+            with _progress() as progress:
+                svc.rank(sa, progress=progress)
+                svc.rank(sb, progress=progress)
+            cmp = svc.compare(sa, sb)
         _emit_warnings(cmp.warnings)
         if as_json:
             typer.echo(json.dumps({"a": cmp.a.to_json(), "b": cmp.b.to_json(), "kendall_tau": cmp.kendall_tau,
@@ -236,6 +248,21 @@ def _read_spec(path: str):
     found = read_json(path)
     recorded = found.get("spec") if isinstance(found, dict) and "rows" in found else found
     return LeaderboardSpec.from_json(recorded, where=f"{path}: spec"), recorded
+
+
+def _remote(ctx: typer.Context):
+    from usl import paths
+    from usl.leaderboard.remote import connect
+
+    return connect(paths.home(ctx.obj.home))
+
+
+def _checked(ctx: typer.Context, spec):
+    """``spec`` after its names are checked against the store, before the judge loads (a typo fails in a
+    fraction of a second); its topics become ids, as the server records them."""
+    from usl.leaderboard.names import check_names
+
+    return check_names(ctx.obj.store(), spec)
 
 
 def _service(ctx: typer.Context):

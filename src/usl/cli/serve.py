@@ -17,14 +17,14 @@ from typing import Callable, List, Optional
 import typer
 
 from usl import paths
-from usl.cli.common import user_errors
+from usl.cli.common import JUDGE_EPILOG, user_errors
 from usl.types import DataError
 
 log = logging.getLogger(__name__)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("serve")
+    @app.command("serve", epilog=JUDGE_EPILOG)
     def serve(ctx: typer.Context,
               host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
               port: int = typer.Option(8000, "--port", help="TCP port."),
@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
                   None, "--judge", help="Judge the page may use; repeat to allow several, the first is the "
                                         "default. Default: default, plus crm-factored (the transformer CRM "
                                         "from answer vectors shipped for the default benchmark) on the "
-                                        "default benchmark."),
+                                        "default benchmark. Forms below."),
               refine_with: str = typer.Option("crm", "--refine-with",
                                               help="Reference judge the page can refine a board with (the "
                                                    "transformer CRM: a few seconds a question on a CPU, judged "
@@ -78,16 +78,16 @@ def register(app: typer.Typer) -> None:
         warning = exposure_warning(access, port)
         if warning:
             typer.echo(warning, err=True)
-        from usl.cli import via_server
+        from usl.leaderboard import remote
 
         local = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        record = via_server.announce(paths.home(ctx.obj.home), f"http://{local}:{port}")
+        record = remote.announce(paths.home(ctx.obj.home), f"http://{local}:{port}")
         # uvicorn shuts down on SIGTERM, then raises it again with the handler it found: make that an exit
         # the server sees, so that the record goes with the server and the process ends (EndingServer).
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        # `usl rank` on this data directory asks this server while it runs
+        # usl rank, compare and usl.load() on this data directory ask this server while it runs
         EndingServer(uvicorn_config(web, host, port, config.connection, log_level="warning", access_log=False),
-                     lambda: via_server.withdraw(record)).run()
+                     lambda: remote.withdraw(record)).run()
 
 
 class EndingServer:

@@ -26,9 +26,13 @@ def _rows(topics) -> list[dict]:
 
 
 def _print(topics) -> None:
-    width = max(len(t.name) for t in topics)
-    for t in topics:
-        typer.echo(f"  {t.name:<{width}}  {t.size:>4}  {', '.join(t.keywords)}")
+    """A table: the id (what `--topics` takes; a name or the start of one works too), the name, the number of
+    queries and the keywords."""
+    rows = [("id", "name", "queries", "keywords")] + [(t.id, t.name, str(t.size), ", ".join(t.keywords))
+                                                      for t in topics]
+    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        typer.echo(f"  {r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:>{w[2]}}  {r[3]}")
 
 
 @app.command("build")
@@ -60,7 +64,7 @@ def build(ctx: typer.Context,
 def list_topics(ctx: typer.Context,
                 name: Optional[str] = typer.Option(None, "--name", help=NAME_HELP),
                 as_json: bool = typer.Option(False, "--json", help="Print [{id, name, size, keywords}] as JSON.")) -> None:
-    """Show the topics (building them first if they were never built)."""
+    """Show the topics and their ids, which `usl rank --topics` takes (built first if they never were)."""
     from usl.data.topics import ensure_topics
     from usl.store.benchmarks import load_benchmark, resolve_name
 

@@ -245,6 +245,36 @@ def load_topics(store: Store, benchmark: str) -> list[Topic]:
     return sorted(topics, key=lambda t: (-t.size, t.name))
 
 
+def match_topics(requested: Sequence[str], topics: Sequence) -> list:
+    """The topics ``requested`` names, in request order without repeats: the one rule the CLI, the HTTP
+    API and the Python API share. A request is a topic's id or name (any case), or the start of exactly
+    one topic's id or name ("coding" for ``coding-technology``). ``topics``: anything with ``id`` and
+    ``name`` (``Topic``, the server's ``TopicOut``). An unknown or ambiguous request raises ``ValueError``
+    listing the ids and names there are; blank requests are skipped.
+
+    >>> [t.id for t in match_topics(["CODING", "poem"], [Topic("coding-technology", "Coding", (), ()),
+    ...                                                   Topic("poetry", "Poems", (), ())])]
+    ['coding-technology', 'poetry']
+    """
+    keys = [(k, t) for t in topics for k in {str(t.id).casefold(), str(t.name).casefold()}]
+    chosen, unknown = {}, []
+    for r in (x.strip() for x in requested):
+        if not r:
+            continue
+        key = r.casefold()
+        exact = {id(t): t for k, t in keys if k == key}
+        found = exact or {id(t): t for k, t in keys if k.startswith(key)}
+        if len(found) == 1:
+            t = next(iter(found.values()))
+            chosen.setdefault(str(t.id), t)
+        else:
+            unknown.append(repr(r) + (" (fits several)" if found else ""))
+    if unknown:
+        known = ", ".join(f"{t.id} ({t.name})" for t in topics) or "none built"
+        raise ValueError(f"unknown topic {', '.join(unknown)}; topics (id and name): {known}")
+    return list(chosen.values())
+
+
 def ensure_topics(store: Store, benchmark: str, embedder=None) -> list[Topic]:
     """The stored topics, building them first (default config) when there are none."""
     return load_topics(store, benchmark) or build_topics(store, benchmark, embedder)

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from usl.console import user_errors
+from usl.console import JUDGE_HELP, user_errors
 
 
 def _home(ctx: typer.Context) -> Optional[str]:
@@ -21,8 +21,7 @@ def _home(ctx: typer.Context) -> Optional[str]:
 
 
 def eval_command(ctx: typer.Context,
-                 judge: str = typer.Option("default", "--judge", "-j",
-                                           help="Judge spec: default, crm:PATH, length, random[:SEED], ..."),
+                 judge: str = typer.Option("default", "--judge", "-j", help=JUDGE_HELP),
                  data: List[str] = typer.Option(..., "--data", "-d", help="Paper-format JSONL (repeatable)."),
                  limit: int = typer.Option(0, min=0, help="Judge at most N samples of each file (0 = all): whole groups, "
                                            "seeded random, in file order."),

@@ -24,6 +24,13 @@ _BUILTIN_MODULES = {
     "quality": "usl.judges.quality",
 }
 
+# Every form a spec takes, for help texts (the README's judges table says what each is); lines of at most
+# 60 characters, so a help page keeps them whole at 80 columns.
+SPEC_LINES = ("default, default:quality=JUDGE, fast:PATH[,quality=JUDGE],",
+              "crm[:PATH], crm-factored[:PATH], quality[:PATH],",
+              "llm:MODEL[,base_url=URL,api_key_env=VAR,verdict=logprobs],",
+              "length, random[:SEED]")
+
 
 def register(name: str) -> Callable[[Callable[..., Judge]], Callable[..., Judge]]:
     def deco(factory: Callable[..., Judge]) -> Callable[..., Judge]:

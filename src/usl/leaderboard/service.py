@@ -441,12 +441,14 @@ class LeaderboardService:
         return s
 
     def _select(self, spec: LeaderboardSpec, data: Answers) -> _Selection:
+        from usl.data import topics as topics_mod
+
         if spec.topics and spec.use_case:
             raise ValueError("select queries by topics or by use case, not both")
         all_ids = [q.id for q in data.benchmark.queries]
         topics = self._stored_topics(data.name, compute=bool(spec.topics), required=bool(spec.topics))
         if spec.topics:
-            chosen = _match_topics(spec.topics, topics)
+            chosen = topics_mod.match_topics(spec.topics, topics)
             wanted = {q for t in chosen for q in t.query_ids}
             query_ids = tuple(q for q in all_ids if q in wanted)
             topics = chosen
@@ -531,26 +533,6 @@ def _judging_order(fast: np.ndarray, reference: np.ndarray, query_ids: tuple[str
     order = refinement_order(query_ids)
     cut = next((i for i, q in enumerate(order) if missing[q]), len(order))
     return order[:cut], [q for q in order[cut:] if missing[q]]
-
-
-def _match_topics(requested: tuple[str, ...], topics: list) -> list:
-    """Topics by id or name (case-insensitive), or by a prefix that fits exactly one of them."""
-    by_key = {}
-    for t in topics:
-        by_key[str(t.id).lower()] = t
-        by_key[t.name.lower()] = t
-    chosen, unknown = [], []
-    for r in requested:
-        key = r.strip().lower()
-        t = by_key.get(key)
-        if t is None:
-            hits = {id(v): v for k, v in by_key.items() if k.startswith(key)}
-            t = next(iter(hits.values())) if len(hits) == 1 else None
-        (chosen.append(t) if t is not None else unknown.append(r))
-    if unknown:
-        known = ", ".join(f"{t.id} ({t.name})" for t in topics) or "none"
-        raise ValueError(f"unknown topic(s) {unknown}; known: {known}")
-    return list({id(t): t for t in chosen}.values())
 
 
 def _r(x: float, digits: int = 2) -> float:

@@ -28,6 +28,7 @@ class LeaderboardSpec:
     def to_json(self) -> dict:
         d = asdict(self)
         d["criteria"] = {"likes": list(self.criteria.likes), "avoid": list(self.criteria.avoid)}
+        d["topics"] = list(self.topics)             # as JSON reads it back: a board's spec is the same either way
         return d
 
     @classmethod

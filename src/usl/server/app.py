@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from usl.judges.llm_api import LLMJudgeError
 from usl.judges.redact import public_judge
 from usl.leaderboard.types import LeaderboardSpec
-from usl.server import reward, views, votes
+from usl.server import analysis, reward, views, votes
 from usl.server.boards import Boards
 from usl.server.config import ServerConfig
 from usl.server.schemas import (LIMITS, ConfigOut, ExamplesResponse, Health, LeaderboardResponse, SpecIn,
@@ -172,6 +172,7 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
 
     app.include_router(reward.router(service, cfg.judges, rewards))
     app.include_router(votes.router(boards, spec_query, WriteRate(cfg.votes_per_minute, "votes")))
+    app.include_router(analysis.router(boards))
 
     static = resources.files("usl.server").joinpath("static")
     app.mount("/static", StaticFiles(directory=str(static)), name="static")

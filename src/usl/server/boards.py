@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 
 from fastapi import HTTPException
 
+from usl.data.topics import match_topics
 from usl.fast.length_intent import read_wishes
 from usl.judges.redact import public_judge
 from usl.leaderboard.limits import InputError
@@ -281,17 +282,12 @@ def served_judge(name: str | None, judges: tuple[str, ...]) -> str:
 
 
 def topic_ids_of(requested: list[str], known: list[TopicOut]) -> tuple[str, ...]:
-    """Topic ids or names (any case, as the CLI reads them) -> sorted unique ids; an unknown one is
-    a 422 that names it."""
-    by_key = {t.id.casefold(): t.id for t in known} | {t.name.casefold(): t.id for t in known}
-    ids = []
-    for t in (x.strip() for x in requested):
-        if not t:
-            continue
-        if t.casefold() not in by_key:
-            raise HTTPException(422, f"unknown topic {quote(t)}; GET /api/topics lists the known ones")
-        ids.append(by_key[t.casefold()])
-    return tuple(sorted(set(ids)))
+    """Topic ids, names or unique prefixes (``usl.data.topics.match_topics``, the CLI's rule) -> sorted
+    unique ids; an unknown one is a 422 that names it and lists the known ones."""
+    try:
+        return tuple(sorted(t.id for t in match_topics(requested, known)))
+    except ValueError as e:
+        raise HTTPException(422, str(e)) from e
 
 
 def clean(lines: list[str]) -> tuple[str, ...]:

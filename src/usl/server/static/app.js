@@ -539,9 +539,11 @@ function renderTable(payload, custom) {
   const scale = {lo: Math.max(0, lo - 2), hi: Math.min(100, hi + 2)};
 
   const head = el("tr", {},
-    el("th", {text: "Rank", className: "num rank", scope: "col"}),
+    el("th", {text: "Rank", className: "num rank", scope: "col",
+              title: "1 + the number of models significantly better (whose 95% CI lies wholly above this model's)"}),
     el("th", {text: "Model", className: "model", scope: "col"}),
     el("th", {text: "Win rate (95% CI)", className: "wr", scope: "col"}),
+    el("th", {text: "LC", className: "num lc", scope: "col", title: lcTitle(payload.leaderboard.spec)}),
     custom ? el("th", {text: "vs default", className: "num", scope: "col", title: "Change in position vs the default leaderboard"}) : null,
     ...topics.map((t) => el("th", {className: "num topic", scope: "col", title: t}, short(t, 40))),
     el("th", {text: "Avg. words", className: "num", scope: "col", title: "Average answer length, words"}),
@@ -555,6 +557,7 @@ function renderTable(payload, custom) {
       el("td", {className: "wr"}, el("div", {className: "wr-cell"},
         el("span", {className: "wr-num", text: fmt(r.win_rate)}), whisker(r, scale),
         el("span", {className: "ci muted", text: `${fmt(r.ci[0])}–${fmt(r.ci[1])}`}))),
+      el("td", {className: "num lc", text: r.lc_win_rate === null || r.lc_win_rate === undefined ? "off" : fmt(r.lc_win_rate)}),
       custom ? el("td", {className: "num"}, delta(p)) : null,
       ...topics.map((t) => heatCell(r.topics[t])),
       el("td", {className: "num", text: fmt(r.avg_length, 0)}),
@@ -568,6 +571,33 @@ function renderTable(payload, custom) {
   const table = $("leaderboard");
   table.tHead.replaceChildren(head);
   table.tBodies[0].replaceChildren(...body);
+  const note = rankNote(rows);
+  $("rank-note").textContent = note;
+  $("rank-note").hidden = !note;
+}
+
+// The length-controlled win rate, as `usl rank` shows it: off where the criteria are about length (or the
+// board is refined), with the engine's reason.
+function lcTitle(spec) {
+  const why = spec && typeof spec.length_control === "string" && spec.length_control.startsWith("off")
+    ? ` Off for this board: ${spec.length_control.replace(/^off:?\s*/, "")}.` : "";
+  return "Length-controlled win rate: the win rate predicted at equal answer length (as AlpacaEval-LC)." + why;
+}
+
+// Rank is 1 + the number of models whose 95% CI lies wholly above this one's, so a model with a slightly
+// higher win rate but an interval that reaches less high can have more models counted above it, and a worse
+// rank. Rows are sorted by rank, so such a pair looks out of order: say why, with the board's own first case.
+function rankNote(rows) {
+  for (const a of rows) {
+    const b = rows.find((x) => x.win_rate < a.win_rate && x.rank < a.rank);
+    if (b) {
+      return `Why is ${a.model} (${fmt(a.win_rate)}%, rank ${a.rank}) below ${b.model} (${fmt(b.win_rate)}%, rank ${b.rank})? ` +
+        `A rank counts the models significantly better, those whose 95% CI lies wholly above the model's own: ` +
+        `${b.model}'s interval reaches higher (${fmt(b.ci[0])}–${fmt(b.ci[1])} against ${fmt(a.ci[0])}–${fmt(a.ci[1])}), ` +
+        `so fewer models clear it. The two are not significantly different from each other.`;
+    }
+  }
+  return "";
 }
 
 function short(text, n) { return text.length > n ? text.slice(0, n - 1) + "…" : text; }
