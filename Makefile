@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.usl-installed
 TEST_STAMP := $(VENV)/.usl-test-installed
 
-.PHONY: install test serve clean judge judge-style
+.PHONY: install test serve clean judge judge-style judge-substance
 
 install: $(STAMP)
 
@@ -78,6 +78,12 @@ artifacts/board.json:
 	    "select json_group_array(text) from (select distinct text from responses)" > $@
 judge-style: artifacts/data-full/train.jsonl artifacts/board.json
 	$(BIN)/usl train-style $(STYLE_ARGS) --out artifacts/style-v1
+
+# The substance reader (does an answer answer its query at all?), on a GPU machine that holds the data: about
+# 5 minutes on one H200 (hours on a CPU). Copy artifacts/substance to artifacts/fast-crm/substance once the
+# gate is fitted, then `usl fit-substance --weights artifacts/fast-crm` (CPU, a few minutes).
+judge-substance:
+	$(BIN)/usl train-substance --epochs 3 --negatives 3 --out artifacts/substance
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache

@@ -25,6 +25,7 @@ from usl.fast.model import AnswerRepr, CriteriaRepr, FastCRM, as_tensor, criteri
 from usl.crm.quality_bank import QualityReading
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.fast.static_embed import StaticEmbedder
+from usl.fast.substance import FOLDER as SUBSTANCE_FOLDER, SubstanceBank, substance_first
 from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
 from usl.weights import shipped
@@ -81,6 +82,9 @@ class FastJudge:
         self._answer_repr: AnswerRepr | None = None
         self._repr_rows = 0
         self.quality = QualityReading.for_weights(self.weights, home, quality)
+        # substance first (fast/substance.py): weights without a substance reader judge by the criteria alone
+        self.substance = (SubstanceBank(self.weights, cache / "substance")
+                          if (self.weights / SUBSTANCE_FOLDER).is_dir() else None)
         self.kinds = KindModel.load(self.weights)
         if self.quality is not None and (self.kinds is None or self.kinds.kinds != self.quality.gate.kinds):
             raise ValueError(f"{self.weights}: the quality gate weighs criterion kinds {self.quality.gate.kinds}, "
@@ -112,6 +116,8 @@ class FastJudge:
     def prepare(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> None:
         """Embed a benchmark's answers ahead of time (cached on disk)."""
         self.bank.preload(queries, answers, progress)
+        if self.substance is not None:
+            self.substance.read(queries, answers, progress)
         self._answers()
         self.encoder.encode(["warm-up"])  # first real request should not pay for lazy init
         for reader in self.model.readers:
@@ -131,12 +137,16 @@ class FastJudge:
             S = self.model.criterion_scores(C, A)  # (k, N)
             per = (signs[:, None] * (S[:, ra] - S[:, rb]) / len(crit)).numpy()
             qual = (self.model.beta * (A.quality[ra] - A.quality[rb])).numpy()
-        if self.quality is None:
-            return crit, per, qual
-        a, b = self.quality.gate.weights(*self._kinds_and_signs(crit))                  # (k,), (k,)
-        q = self.quality.readings(queries, model_answers, baseline_answers)             # (n,)
-        per = a.mean() * per + (b[:, None] / len(crit)) * q[None, :]
-        return crit, per, a.mean() * qual
+        if self.quality is not None:
+            a, b = self.quality.gate.weights(*self._kinds_and_signs(crit))              # (k,), (k,)
+            q = self.quality.readings(queries, model_answers, baseline_answers)         # (n,)
+            per = a.mean() * per + (b[:, None] / len(crit)) * q[None, :]
+            qual = a.mean() * qual
+        if self.substance is not None:   # the verdict moved by substance first: a term of its own
+            g = per.sum(0) + qual
+            za, zb = self.substance.read(queries, model_answers), self.substance.read(queries, baseline_answers)
+            qual = qual + (substance_first(g, za, zb, *self.substance.calibration) - g)
+        return crit, per, qual
 
     def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         texts, signs = zip(*(split_sign(c) for c in crit))

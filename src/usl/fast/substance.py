@@ -1,0 +1,285 @@
+"""The substance reader: does this text answer this query at all?
+
+A style wish ("Get to the point") must choose among answers that answer; it must never crown one that
+says nothing. The reader gives each (query, answer) a logit ``z`` of "this answers the query": one
+all-MiniLM-L6-v2 pass over ``[CLS] query [SEP] answer [SEP]`` (LoRA on every linear layer, a linear head
+over the mean-pooled states). It reads the query (at most 64 tokens), the answer's first 160 tokens and
+its last 32 (:func:`reading_ids`): where an answer ends matters as much as how it starts, for an answer
+cut off mid-sentence.
+
+It is trained (:func:`train`, on a GPU: ``python -m usl.fast train-substance``) on real answers of every
+AlpacaEval model to the training queries against non-answers made from them (``usl.data.substance``: cut
+short, gibberish, fixed strings, answers to other queries, copies of the query, refusals), and evaluated on
+board queries it never saw. The judge puts substance first (:func:`substance_first`, used by
+``judges/fast.py``): the criteria's verdict plus the difference of the two answers' log-probabilities of
+answering, so that an answer that says nothing loses to one that answers, and between answers that answer the
+criteria decide. Its three numbers are fitted on labelled pairs (:func:`fit_calibration`).
+
+Readings are stored per (query, answer) (:class:`SubstanceBank`): the default board's ship beside the
+weights, a new answer is read once and kept in the data directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import zipfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from usl import atomic
+
+log = logging.getLogger(__name__)
+FOLDER = "substance"
+BOARD_FILE = "substance-board.npz"
+CALIBRATION_FILE = "calibration.json"
+QUERY_TOKENS, HEAD_TOKENS, TAIL_TOKENS = 64, 160, 32
+TARGETS = ("query", "key", "value", "dense")
+Progress = Callable[[int, int], None]
+
+
+def reading_text(answer: str, head: int = 1200, tail: int = 300) -> str:
+    """What of a long answer the reader can see, as characters (enough for its token budget): the head and
+    the tail. Used to pack training data small; :func:`reading_ids` cuts by tokens."""
+    return answer if len(answer) <= head + tail else answer[:head] + " " + answer[-tail:]
+
+
+def reading_ids(tok, query: str, answer: str) -> list[int]:
+    """``[CLS] query [SEP] answer-head answer-tail [SEP]`` token ids."""
+    q = tok(query, add_special_tokens=False)["input_ids"][:QUERY_TOKENS]
+    a = tok(reading_text(answer), add_special_tokens=False)["input_ids"]
+    if len(a) > HEAD_TOKENS + TAIL_TOKENS:
+        a = a[:HEAD_TOKENS] + a[-TAIL_TOKENS:]
+    return [tok.cls_token_id] + q + [tok.sep_token_id] + a + [tok.sep_token_id]
+
+
+def key(query: str, answer: str) -> str:
+    h = hashlib.sha256(query.encode())
+    h.update(b"\0")
+    h.update(answer.encode())
+    return h.hexdigest()[:24]
+
+
+class SubstanceModel:
+    """The encoder with its LoRA and head; ``logits(queries, answers)`` on the machine's device."""
+
+    def __init__(self, folder: str | Path | None = None, base: str | None = None, lora_r: int = 16):
+        import torch
+        from peft import LoraConfig, PeftModel, get_peft_model
+        from transformers import AutoModel, AutoTokenizer
+
+        from usl.data.embed import encoder_path
+
+        base = base or encoder_path()
+        self.tok = AutoTokenizer.from_pretrained(base)
+        enc = AutoModel.from_pretrained(base)
+        self.head = torch.nn.Linear(enc.config.hidden_size, 1)
+        if folder is not None:
+            folder = Path(folder)
+            self.encoder = PeftModel.from_pretrained(enc, str(folder))
+            from safetensors.torch import load_file
+            self.head.load_state_dict(load_file(str(folder / "head.safetensors")))
+        else:
+            self.encoder = get_peft_model(enc, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.05,
+                                                          target_modules=list(TARGETS)))
+        self.device = torch.device("cpu")
+
+    def to(self, device) -> SubstanceModel:
+        self.device = device
+        self.encoder.to(device)
+        self.head.to(device)
+        return self
+
+    def forward(self, ids: Sequence[list[int]]):
+        import torch
+
+        n = max(len(x) for x in ids)
+        x = torch.zeros(len(ids), n, dtype=torch.long)
+        mask = torch.zeros(len(ids), n, dtype=torch.long)
+        types = torch.zeros(len(ids), n, dtype=torch.long)
+        for i, row in enumerate(ids):
+            x[i, :len(row)] = torch.tensor(row)
+            mask[i, :len(row)] = 1
+            types[i, row.index(self.tok.sep_token_id) + 1:len(row)] = 1
+        x, mask, types = x.to(self.device), mask.to(self.device), types.to(self.device)
+        h = self.encoder(input_ids=x, attention_mask=mask, token_type_ids=types).last_hidden_state
+        m = mask.unsqueeze(-1).to(h.dtype)
+        return self.head((h * m).sum(1) / m.sum(1)).squeeze(-1)
+
+    def logits(self, queries: Sequence[str], answers: Sequence[str], batch: int = 64,
+               progress: Progress | None = None) -> np.ndarray:
+        """``z`` for each (query, answer), read in batches of similar length."""
+        import torch
+
+        ids = [reading_ids(self.tok, q, a) for q, a in zip(queries, answers)]
+        order = np.argsort([len(x) for x in ids], kind="stable")
+        out = np.zeros(len(ids), np.float32)
+        self.encoder.eval()
+        with torch.inference_mode():
+            for start in range(0, len(ids), batch):
+                idx = order[start:start + batch]
+                out[idx] = self.forward([ids[i] for i in idx]).float().cpu().numpy()
+                if progress:
+                    progress(min(start + batch, len(ids)), len(ids))
+        return out
+
+    def save(self, folder: str | Path, card: dict) -> None:
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.encoder.save_pretrained(str(folder))
+        (folder / "README.md").unlink(missing_ok=True)       # peft's template card; ours is the judge's
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
+                  str(folder / "head.safetensors"))
+        (folder / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+
+
+def train(model: SubstanceModel, train_items: Sequence[tuple[str, str, bool]],
+          dev_items: Sequence[tuple[str, str, bool]], *, epochs: int = 2, batch: int = 64, lr: float = 3e-4,
+          head_lr: float = 1e-3, seed: int = 0) -> list[dict]:
+    """Logistic loss on (query, text, answers) items, AdamW with linear decay; keeps the state of the best dev
+    log-loss (checked four times an epoch). Returns the history."""
+    import torch
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    ids = [reading_ids(model.tok, q, a) for q, a, _ in train_items]
+    y = torch.tensor([float(t) for _, _, t in train_items])
+    dev_y = np.array([t for _, _, t in dev_items], dtype=bool)
+    params = [{"params": [p for p in model.encoder.parameters() if p.requires_grad], "lr": lr},
+              {"params": model.head.parameters(), "lr": head_lr}]
+    opt = torch.optim.AdamW(params, weight_decay=0.01)
+    steps = epochs * ((len(ids) + batch - 1) // batch)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / steps))
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    best, state, history, step = float("inf"), None, [], 0
+    check = max(1, steps // (4 * epochs))
+    use_amp = model.device.type == "cuda"
+    for epoch in range(epochs):
+        order = rng.permutation(len(ids))
+        for start in range(0, len(order), batch):
+            idx = order[start:start + batch]
+            model.encoder.train()
+            with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=use_amp):
+                z = model.forward([ids[i] for i in idx]).float()
+            loss = bce(z, y[idx].to(model.device))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            step += 1
+            if step % check == 0 or step == steps:
+                zd = model.logits([q for q, _, _ in dev_items], [a for _, a, _ in dev_items], batch=256)
+                dev_loss = float(np.mean(np.logaddexp(0, -np.where(dev_y, zd, -zd))))
+                acc = float(np.mean((zd > 0) == dev_y))
+                history.append({"step": step, "epoch": epoch, "train_loss": round(loss.item(), 4),
+                                "dev_log_loss": round(dev_loss, 5), "dev_accuracy": round(acc, 4)})
+                log.info("substance step %d/%d: dev log-loss %.4f, accuracy %.4f", step, steps, dev_loss, acc)
+                if dev_loss < best:
+                    best = dev_loss
+                    state = ({k: v.detach().clone() for k, v in model.encoder.state_dict().items() if "lora" in k},
+                             {k: v.detach().clone() for k, v in model.head.state_dict().items()})
+    model.encoder.load_state_dict(state[0], strict=False)
+    model.head.load_state_dict(state[1])
+    return history
+
+
+class SubstanceBank:
+    """Stored readings ``z`` by (query, answer) key: the shipped board's (read-only, beside the weights) and
+    the data directory's (``cache_dir/readings.npz``, merged on save so two processes keep each other's)."""
+
+    def __init__(self, weights: Path, cache_dir: str | Path | None = None):
+        self.folder = weights / FOLDER
+        self.cache = Path(cache_dir) / "readings.npz" if cache_dir else None
+        self.z: dict[str, float] = {}
+        for path in (self.folder / BOARD_FILE, self.cache):
+            self.z.update(_read(path))
+        self._model: SubstanceModel | None = None
+        cal = self.folder / CALIBRATION_FILE
+        fitted = json.loads(cal.read_text()) if cal.is_file() else {}
+        self.calibration = (float(fitted.get("weight", 1.0)), float(fitted.get("alpha", 1.0)),
+                            float(fitted.get("beta", 0.0)))
+
+    def missing(self, queries: Sequence[str], answers: Sequence[str]) -> list[tuple[str, str]]:
+        return list(dict.fromkeys((q, a) for q, a in zip(queries, answers) if key(q, a) not in self.z))
+
+    def read(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        """``z`` for each (query, answer); reads (one MiniLM pass each) and stores the ones not stored."""
+        todo = self.missing(queries, answers)
+        if todo:
+            if self._model is None:
+                self._model = SubstanceModel(self.folder)
+            z = self._model.logits([q for q, _ in todo], [a for _, a in todo], progress=progress)
+            fresh = {key(q, a): float(v) for (q, a), v in zip(todo, z)}
+            self.z.update(fresh)
+            self._save(fresh)
+        return np.array([self.z[key(q, a)] for q, a in zip(queries, answers)], dtype=np.float32)
+
+    def _save(self, fresh: dict[str, float]) -> None:
+        if self.cache is None:
+            return
+        merged = _read(self.cache) | fresh
+        try:
+            self.cache.parent.mkdir(parents=True, exist_ok=True)
+            atomic.savez(self.cache, key=np.array(list(merged)), z=np.array(list(merged.values()), np.float32))
+        except OSError as e:   # a read-only home costs a reading later, not the run
+            log.warning("could not store substance readings in %s (%s)", self.cache, e)
+
+
+def _read(path: Path | None) -> dict[str, float]:
+    if path is None or not path.is_file():
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return dict(zip(f["key"].tolist(), f["z"].tolist()))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+        log.warning("ignoring unreadable substance readings %s (%s)", path, e)
+        return {}
+
+
+def _log_sigmoid(x: np.ndarray) -> np.ndarray:
+    return -np.logaddexp(0.0, -x)
+
+
+def substance_first(g: np.ndarray, za: np.ndarray, zb: np.ndarray, weight: float = 1.0, alpha: float = 1.0,
+                    beta: float = 0.0) -> np.ndarray:
+    """The logit of A over B when substance comes first::
+
+        logit = g + weight * (log P(A answers) - log P(B answers)),    P(X answers) = sigmoid(alpha * zX + beta)
+
+    ``g`` is the criteria's verdict (the judge without this term), ``za``, ``zb`` the reader's logits. Between
+    two answers that answer, both log-probabilities are near 0 and the criteria decide; an answer that says
+    nothing carries a log-probability far below 0 (about ``alpha * z``), which outweighs any verdict the
+    criteria can give: a product of experts, the verdict's and the reader's. ``weight``, ``alpha`` and
+    ``beta`` are fitted on labelled pairs (:func:`fit_calibration`), never set by hand. Antisymmetric
+    (swapping A and B negates it); exact in log space when the readings are confident.
+
+    >>> float(substance_first(np.array(12.0), np.array(-12.0), np.array(9.0), 1.7, 1.6)) < 0   # a cut answer loses
+    True
+    >>> round(float(substance_first(np.array(1.5), np.array(9.0), np.array(9.0))), 2)  # both answer: g
+    1.5
+    """
+    g = np.asarray(g, dtype=np.float64)
+    la, lb = (_log_sigmoid(alpha * np.asarray(z, dtype=np.float64) + beta) for z in (za, zb))
+    return g + weight * (la - lb)
+
+
+def fit_calibration(g: np.ndarray, za: np.ndarray, zb: np.ndarray, a_wins: np.ndarray,
+                    l2: float = 1e-2) -> tuple[float, float, float, float]:
+    """``(weight, alpha, beta, mean log-loss)`` maximising the likelihood of the labels under
+    :func:`substance_first`, with a small L2 pull towards ``(1, 1, 0)`` (the reader's own scale)."""
+    from scipy.optimize import minimize
+
+    sign = np.where(np.asarray(a_wins, dtype=bool), 1.0, -1.0)
+    start = np.array([1.0, 1.0, 0.0])
+
+    def loss(p: np.ndarray) -> float:
+        logit = substance_first(g, za, zb, *p)
+        return float(np.mean(np.logaddexp(0.0, -sign * logit)) + l2 * np.sum((p - start) ** 2))
+
+    res = minimize(loss, start, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-7, "maxiter": 4000})
+    return float(res.x[0]), float(res.x[1]), float(res.x[2]), float(res.fun)

@@ -1,0 +1,188 @@
+"""Substance first: an answer that says nothing never wins, whatever the user's style wishes.
+
+Known answers for the decision rule (usl.fast.substance.substance_first), tables for the non-answers
+made from real data (usl.data.substance), and on real data: the shipped judge under twenty blind wishes
+against cut, gibberish and fixed answers, and a board with two empty models that must rank last."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from usl.data import substance as data
+from usl.fast.substance import fit_calibration, key, reading_ids, reading_text, substance_first
+from usl.paths import shared_data
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = shared_data()
+needs_data = pytest.mark.skipif(SHARED is None, reason="no ../shared/data")
+
+
+# ------------------------------------------------------------------------------------- the decision
+
+def test_between_two_answers_that_answer_the_criteria_decide():
+    g = np.linspace(-8, 8, 9)
+    assert np.allclose(substance_first(g, np.full(9, 30.0), np.full(9, 30.0)), g, atol=1e-6)
+
+
+def test_an_answer_that_answers_beats_one_that_does_not_whatever_the_verdict():
+    g = np.array([-20.0, -12.0, 0.0, 12.0, 20.0])          # the criteria's verdict for A: 20 is past any seen
+    assert (substance_first(g, np.full(5, -12.0), np.full(5, 12.0), 1.7, 1.6) < 0).all()   # A says nothing
+    assert (substance_first(-g, np.full(5, 12.0), np.full(5, -12.0), 1.7, 1.6) > 0).all()
+
+
+def test_the_rule_is_antisymmetric_and_finite_at_extremes():
+    rng = np.random.default_rng(0)
+    g, za, zb = rng.normal(0, 30, (3, 200))
+    ab, ba = substance_first(g, za, zb, 1.3, 0.4), substance_first(-g, zb, za, 1.3, 0.4)
+    assert np.isfinite(ab).all() and np.allclose(ab, -ba)
+
+
+def test_when_neither_answers_the_criteria_decide_again():
+    g = np.array([-3.0, 3.0])
+    assert np.allclose(substance_first(g, np.full(2, -30.0), np.full(2, -30.0)), g, atol=1e-6)
+    assert substance_first(np.array(0.0), np.array(-3.0), np.array(-9.0)) > 0   # the one closer to answering
+
+
+def test_the_calibration_is_learned_from_labels():
+    """Planted: a weight of 2, readings twice as confident as they should be, shifted down by one."""
+    rng = np.random.default_rng(1)
+    n = 6000
+    g = rng.normal(0, 4, n)
+    za, zb = rng.normal(0, 4, (2, n))
+    true = substance_first(g, za, zb, 2.0, 0.5, 1.0)
+    y = rng.random(n) < 1 / (1 + np.exp(-true))
+    weight, alpha, beta, loss = fit_calibration(g, za, zb, y, l2=0.0)
+    # weight and alpha trade off where the log-sigmoid is linear; the decisions are what the data pins down
+    assert weight > 1.0 and np.mean((substance_first(g, za, zb, weight, alpha, beta) > 0) == (true > 0)) > 0.97
+    sign = np.where(y, 1, -1)
+    assert loss <= np.mean(np.logaddexp(0, -sign * true)) + 0.005
+    assert loss < np.mean(np.logaddexp(0, -sign * g)) - 0.05          # far better than the verdict alone
+
+
+# ----------------------------------------------------------------------------------- the non-answers
+
+ANSWER = ("Many famous actors started on Broadway. Hugh Jackman, Meryl Streep and Al Pacino each spent years on "
+          "stage before film made them known, and several went back to the theatre at the height of their careers. "
+          "Others, such as Sarah Jessica Parker, were child performers in musicals. Broadway trains the voice and "
+          "the timing that film later rewards.")
+
+
+@pytest.mark.parametrize("kind", data.KINDS + data.HELD_OUT_KINDS)
+def test_each_kind_of_non_answer_is_made_and_differs_from_the_answer(kind):
+    rng = np.random.default_rng(3)
+    made = [data.non_answer(kind, "Which actors started on Broadway?", ANSWER, rng, ["Boil the pasta. Then drain it."])
+            for _ in range(20)]
+    made = [m for m in made if m is not None]
+    assert made and all(m.strip() and m != ANSWER for m in made)
+
+
+@pytest.mark.parametrize("kind", ["cut_chars", "cut_words"])
+def test_a_cut_says_less_and_never_ends_where_a_sentence_ends(kind):
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        cut = data.non_answer(kind, "q", ANSWER, rng, [ANSWER])
+        if cut is not None:
+            assert ANSWER.startswith(cut) and len(cut) * 3 <= len(ANSWER) and not cut.rstrip().endswith((".", "!", "?"))
+    assert data.non_answer("cut_chars", "q", "Yes.", rng, [ANSWER]) is None   # too short to cut
+
+
+def test_an_unknown_kind_is_refused():
+    with pytest.raises(ValueError, match="unknown non-answer kind 'blank'"):
+        data.non_answer("blank", "q", ANSWER, np.random.default_rng(0), [ANSWER])
+
+
+def test_examples_use_only_the_queries_they_are_given():
+    answers = {"m1": {"q1": ANSWER, "q2": "Boil the pasta, then drain it well and add the sauce.", "q3": "Paris."},
+               "m2": {"q1": ANSWER[:120] + ".", "q2": "Cook it for ten minutes.", "q3": "It is Paris."}}
+    items = data.examples(answers, ["q1", "q2"], np.random.default_rng(0), negatives_per_answer=2)
+    assert {i.query for i in items} == {"q1", "q2"}
+    assert not any("Paris" in i.text for i in items)
+    assert sum(i.answers for i in items) == 4 and sum(not i.answers for i in items) > 0
+
+
+def test_the_reader_sees_the_head_and_the_tail_of_a_long_answer():
+    from transformers import AutoTokenizer
+
+    from usl.data.embed import encoder_path
+
+    tok = AutoTokenizer.from_pretrained(encoder_path())
+    long_answer = "word " * 2000 + "and this is how it ends."
+    ids = reading_ids(tok, "query", long_answer)
+    assert len(ids) <= 64 + 160 + 32 + 3
+    assert tok.decode(ids[-8:-1]).endswith("this is how it ends.")
+    assert reading_text(reading_text(long_answer)) == reading_text(long_answer)
+    assert key("q", "a") != key("q", "a ") and key("q", "a") == key("q", "a")
+
+
+# ------------------------------------------------------------------------------ on real data, for real
+
+@needs_data
+def test_the_shipped_judge_prefers_real_answers_to_empty_ones_under_twenty_blind_wishes(tmp_path):
+    """Concise real answers of board queries against the baseline's answer cut to a few characters, gibberish
+    and a fixed string, each under every blind wish (configs/blind_wishes.json)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from substance_check import check
+
+    report = check("default", per_kind=8, home=str(tmp_path))
+    assert report["judgments"] >= 20 * 8 * 10
+    for kind in ("cut_chars", "gibberish", "keyboard", "fixed"):
+        assert report["by_kind"][kind] >= 0.9, report
+    assert report["real_wins"] >= 0.95, report
+
+
+BOARD_QUERIES = 60
+JUNK = {"junk_cut": None, "junk_fixed": "Please refer to the documentation for more details."}
+
+
+@pytest.fixture(scope="module")
+def junk_board(tmp_path_factory):
+    """The default benchmark's first board queries with every model's real answers, plus two models of ours:
+    the baseline's answers cut to their first three words, and one fixed string for every query."""
+    from usl.data.io import read_json
+
+    src = SHARED / "alpaca_eval"
+    split = read_json(src / "split.json")
+    root = tmp_path_factory.mktemp("junk") / "alpaca_eval"
+    (root / "outputs").mkdir(parents=True)
+    base = read_json(src / "outputs" / f"{split['baseline']}.json.gz")
+    board = [base[i]["instruction"] for i in split["board"][:BOARD_QUERIES]]
+    keep = set(board)
+    for model in [split["baseline"], *split["board_models"]]:
+        rows = [r for r in read_json(src / "outputs" / f"{model}.json.gz") if r.get("instruction") in keep]
+        (root / "outputs" / f"{model}.json").write_text(json.dumps(rows))
+    by_q = {r["instruction"]: r["output"] for r in base}
+    for name, fixed in JUNK.items():
+        rows = [{"dataset": "junk", "instruction": q, "generator": name,
+                 "output": fixed or " ".join(by_q[q].split()[:3])} for q in board]
+        (root / "outputs" / f"{name}.json").write_text(json.dumps(rows))
+    order = {q: i for i, q in enumerate(r["instruction"] for r in base)}
+    (root / "split.json").write_text(json.dumps({
+        "baseline": split["baseline"], "board_models": [*split["board_models"], *JUNK], "style_models": [],
+        "board": sorted(order[q] for q in board), "train": []}))
+    home = root.parent / "home"
+    import usl
+
+    from usl.cli import app
+    from typer.testing import CliRunner
+
+    r = CliRunner().invoke(app, ["--home", str(home), "data", "import", "alpaca-eval", "--source", str(root)])
+    assert r.exit_code == 0, r.output
+    return usl.load(home=str(home), server=False)
+
+
+@needs_data
+def test_models_that_say_nothing_rank_last_under_every_blind_wish(junk_board):
+    wishes = json.loads((ROOT / "configs" / "blind_wishes.json").read_text())
+    sets = [[]] + [[w] for w in wishes["brevity"] + wishes["style"]]
+    for likes in sets:
+        avoid = [w.removeprefix("Avoid: ") for w in likes if w.startswith("Avoid: ")]
+        likes = [w for w in likes if not w.startswith("Avoid: ")]
+        board = junk_board.rank(likes, avoid=avoid, per_criterion=False, n_bootstrap=0)
+        rows = sorted(board.rows, key=lambda r: r.win_rate)
+        assert {r.model for r in rows[:2]} == set(JUNK), (likes, avoid, [(r.model, r.win_rate) for r in rows[:4]])
