@@ -168,6 +168,31 @@ def pack_style_inputs(data: Path, known: Path, out: Path, prefix: str = "domain_
     return {"board": len(tables["board"][0]), "score": len(tables["score"][0]), "styled_pairs": len(styled)}
 
 
+def pack_substance_inputs(shared: Path, out: Path) -> dict:
+    """What ``usl train-substance`` needs on a bare GPU box (``scripts/gpu_substance.sh``): the encoder as int8,
+    AlpacaEval's split and the training and board queries' outputs, each answer cut to what the reader reads
+    (xz; 39 MB in all)."""
+    import lzma
+
+    from usl.data.io import read_json
+    from usl.fast.substance import reading_text
+
+    src = shared / "alpaca_eval"
+    shutil.rmtree(out, ignore_errors=True)
+    (out / "alpaca" / "outputs").mkdir(parents=True)
+    int8_encoder(out / "minilm")
+    split = read_json(src / "split.json")
+    shutil.copy(src / "split.json", out / "alpaca" / "split.json")
+    base = read_json(src / "outputs" / f"{split['baseline']}.json.gz")
+    keep = {base[i]["instruction"] for i in split["train"] + split["board"]}
+    for p in sorted((src / "outputs").glob("*.json.gz")):
+        rows = [dict(x, output=reading_text(x["output"])) for x in read_json(p)
+                if x.get("instruction") in keep and isinstance(x.get("output"), str)]
+        with lzma.open(out / "alpaca" / "outputs" / (p.name.removesuffix(".gz") + ".xz"), "wt", preset=9) as f:
+            json.dump(rows, f)
+    return {"models": len(list((out / "alpaca" / "outputs").iterdir()))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="artifacts/data-full", help="a `usl data build-train` output folder")
@@ -178,6 +203,8 @@ def main() -> None:
     ap.add_argument("--no-eval", action="store_true", help="leave the eval files out")
     ap.add_argument("--quality", metavar="SHARED", help="pack the quality reader's inputs instead; SHARED: the "
                     "public data folder (../shared/data), whose default board is read whole")
+    ap.add_argument("--substance", metavar="SHARED", help="pack usl train-substance's inputs instead (SHARED: the "
+                    "shared data folder)")
     ap.add_argument("--style", metavar="KNOWN", help="pack usl train-style's inputs instead; KNOWN: the board's "
                     "answer texts (a JSON list, .gz or .xz ok)")
     ap.add_argument("--prefix", default="domain_", help="with --style: criteria families that name a style")
@@ -188,6 +215,9 @@ def main() -> None:
         if not (data / "quality" / "train.jsonl").is_file():
             raise SystemExit(f"{data / 'quality' / 'train.jsonl'}: no such file (usl data build-train --out {data})")
         print(json.dumps(pack_quality_inputs(data, Path(args.quality), out, args.head, args.tail)))
+        return
+    if args.substance:
+        print(json.dumps(pack_substance_inputs(Path(args.substance), out)))
         return
     if args.style:
         for f in (Path(args.style), data / "train.jsonl", data / "dev.jsonl"):

@@ -25,13 +25,13 @@ needs_data = pytest.mark.skipif(SHARED is None, reason="no ../shared/data")
 
 def test_between_two_answers_that_answer_the_criteria_decide():
     g = np.linspace(-8, 8, 9)
-    assert np.allclose(substance_first(g, np.full(9, 30.0), np.full(9, 30.0)), g, atol=1e-6)
+    assert np.allclose(substance_first(g, np.full(9, 30.0), np.full(9, 30.0), 1.1, 0.8), g, atol=1e-6)
 
 
 def test_an_answer_that_answers_beats_one_that_does_not_whatever_the_verdict():
-    g = np.array([-20.0, -12.0, 0.0, 12.0, 20.0])          # the criteria's verdict for A: 20 is past any seen
-    assert (substance_first(g, np.full(5, -12.0), np.full(5, 12.0), 1.7, 1.6) < 0).all()   # A says nothing
-    assert (substance_first(-g, np.full(5, 12.0), np.full(5, -12.0), 1.7, 1.6) > 0).all()
+    g = np.array([-60.0, -12.0, 0.0, 12.0, 60.0])          # the criteria's verdict for A, however strong
+    assert (substance_first(g, np.full(5, -9.0), np.full(5, 6.0)) < 0).all()   # A says nothing: A loses
+    assert (substance_first(-g, np.full(5, 6.0), np.full(5, -9.0)) > 0).all()
 
 
 def test_the_rule_is_antisymmetric_and_finite_at_extremes():
@@ -43,7 +43,7 @@ def test_the_rule_is_antisymmetric_and_finite_at_extremes():
 
 def test_when_neither_answers_the_criteria_decide_again():
     g = np.array([-3.0, 3.0])
-    assert np.allclose(substance_first(g, np.full(2, -30.0), np.full(2, -30.0)), g, atol=1e-6)
+    assert np.allclose(substance_first(g, np.full(2, -30.0), np.full(2, -30.0), 1.1, 0.8), g, atol=1e-6)
     assert substance_first(np.array(0.0), np.array(-3.0), np.array(-9.0)) > 0   # the one closer to answering
 
 
@@ -115,7 +115,7 @@ def test_the_reader_sees_the_head_and_the_tail_of_a_long_answer():
     assert len(ids) <= 64 + 160 + 32 + 3
     assert tok.decode(ids[-8:-1]).endswith("this is how it ends.")
     assert reading_text(reading_text(long_answer)) == reading_text(long_answer)
-    assert key("q", "a") != key("q", "a ") and key("q", "a") == key("q", "a")
+    assert key("q", "a") != key("q", "a ") and key("q", long_answer) == key("q", reading_text(long_answer))
 
 
 # ------------------------------------------------------------------------------ on real data, for real
@@ -161,10 +161,9 @@ def junk_board(tmp_path_factory):
         rows = [{"dataset": "junk", "instruction": q, "generator": name,
                  "output": fixed or " ".join(by_q[q].split()[:3])} for q in board]
         (root / "outputs" / f"{name}.json").write_text(json.dumps(rows))
-    order = {q: i for i, q in enumerate(r["instruction"] for r in base)}
-    (root / "split.json").write_text(json.dumps({
+    (root / "split.json").write_text(json.dumps({     # indices into the baseline's file: its rows kept above
         "baseline": split["baseline"], "board_models": [*split["board_models"], *JUNK], "style_models": [],
-        "board": sorted(order[q] for q in board), "train": []}))
+        "board": list(range(BOARD_QUERIES)), "train": []}))
     home = root.parent / "home"
     import usl
 
@@ -186,3 +185,21 @@ def test_models_that_say_nothing_rank_last_under_every_blind_wish(junk_board):
         board = junk_board.rank(likes, avoid=avoid, per_criterion=False, n_bootstrap=0)
         rows = sorted(board.rows, key=lambda r: r.win_rate)
         assert {r.model for r in rows[:2]} == set(JUNK), (likes, avoid, [(r.model, r.win_rate) for r in rows[:4]])
+
+
+def test_readings_are_stored_once_and_kept_per_reader(tmp_path):
+    """A new answer is read once and found by the next process; another reader's readings are not used."""
+    import shutil
+
+    from usl.fast.substance import SubstanceBank
+    from usl.weights import shipped
+
+    bank = SubstanceBank(shipped("fast-crm"), tmp_path)
+    z = bank.read(["Which actors started on Broadway?"] * 2, [ANSWER, "Many famou"])
+    assert z[0] > z[1]
+    again = SubstanceBank(shipped("fast-crm"), tmp_path)
+    assert not again.missing(["Which actors started on Broadway?"], ["Many famou"])
+    other = tmp_path / "other"
+    shutil.copytree(shipped("fast-crm") / "substance", other / "substance")
+    (other / "substance" / "head.safetensors").write_bytes(b"another reader")
+    assert SubstanceBank(other, tmp_path).missing(["Which actors started on Broadway?"], ["Many famou"])

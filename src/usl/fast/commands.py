@@ -280,10 +280,9 @@ def train_substance_command(
                    for k in ("real",) + data.KINDS + data.HELD_OUT_KINDS if (kinds == k).any()}
         for k, r in by_kind.items():
             typer.echo(f"  {k:<14} {r['n']:>6} {r['accuracy']:.4f}" + ("  (never trained on)" if k in data.HELD_OUT_KINDS else ""))
-        pairs = [(q, a) for m in sorted(set(board) | {_baseline(src)}) for q in outputs.board
-                 if (a := outputs.answers.get(m, {}).get(q))]
-        pairs = list(dict.fromkeys(pairs))
-        zb = model.logits([q for q, _ in pairs], [a for _, a in pairs], batch=256)
+        board_pairs = list(dict.fromkeys((q, a) for m in sorted(set(board) | {_baseline(src)}) for q in outputs.board
+                                         if (a := outputs.answers.get(m, {}).get(q))))
+        zb = model.logits([q for q, _ in board_pairs], [a for _, a in board_pairs], batch=256)
         folder = Path(out)
         card = {"recipe": {"negatives": negatives, "dev_queries": dev_queries, "epochs": epochs, "lr": lr,
                            "batch": batch, "seed": seed, "lora_r": 16, "targets": list(substance.TARGETS),
@@ -291,8 +290,8 @@ def train_substance_command(
                 "data": {"train_items": len(train_items), "dev_items": len(dev_items), "train_queries": len(train_q)},
                 "history": history, "board_test": by_kind, "seconds": round(time.time() - t0, 1)}
         model.save(folder, card)
-        np.savez(folder / substance.BOARD_FILE, key=np.array([substance.key(q, a) for q, a in pairs]), z=zb)
-        typer.echo(f"-> {folder} ({len(pairs)} board readings) in {time.time() - t0:.0f}s")
+        np.savez(folder / substance.BOARD_FILE, key=np.array([substance.key(q, a) for q, a in board_pairs]), z=zb)
+        typer.echo(f"-> {folder} ({len(board_pairs)} board readings) in {time.time() - t0:.0f}s")
 
 
 def _baseline(alpaca: Path) -> str:
@@ -358,10 +357,11 @@ def fit_substance_command(
             np.savez(save_readings, g=g, za=za, zb=zb, y=y, group=np.array([p.group for p in pairs]))
         weight, alpha, beta, loss = substance.fit_calibration(g, za, zb, y)
         groups = np.array([p.group for p in pairs])
-        acc = lambda logit: {k: round(float(np.mean((logit[groups == k] > 0) == y[groups == k])), 4)
-                             for k in ("non_answer", "length", "general")}
-        report = {"weight": weight, "alpha": alpha, "beta": beta, "log_loss": round(loss, 5), "pairs": {k: int((groups == k).sum())
-                  for k in ("non_answer", "length", "general")}, "dev_queries": dev_queries, "seed": seed,
+        names = sorted(set(groups.tolist()))
+        acc = lambda logit: {k: round(float(np.mean((logit[groups == k] > 0) == y[groups == k])), 4) for k in names}
+        report = {"weight": weight, "alpha": alpha, "beta": beta, "log_loss": round(loss, 5),
+                  "pairs": {k: int((groups == k).sum()) for k in names}, "dev_queries": dev_queries, "seed": seed,
+
                   "accuracy": {"criteria_alone": acc(g), "raw_reader": acc(substance.substance_first(g, za, zb)),
                                "calibrated": acc(substance.substance_first(g, za, zb, weight, alpha, beta))}}
         (folder / substance.FOLDER / substance.CALIBRATION_FILE).write_text(json.dumps(report, indent=1) + "\n")

@@ -11,9 +11,8 @@ It is trained (:func:`train`, on a GPU: ``python -m usl.fast train-substance``) 
 AlpacaEval model to the training queries against non-answers made from them (``usl.data.substance``: cut
 short, gibberish, fixed strings, answers to other queries, copies of the query, refusals), and evaluated on
 board queries it never saw. The judge puts substance first (:func:`substance_first`, used by
-``judges/fast.py``): the criteria's verdict plus the difference of the two answers' log-probabilities of
-answering, so that an answer that says nothing loses to one that answers, and between answers that answer the
-criteria decide. Its three numbers are fitted on labelled pairs (:func:`fit_calibration`).
+``judges/fast.py``): an answer that says nothing loses to one that answers, and between answers that answer
+the criteria decide. Its three numbers are fitted on labelled pairs (:func:`fit_calibration`).
 
 Readings are stored per (query, answer) (:class:`SubstanceBank`): the default board's ship beside the
 weights, a new answer is read once and kept in the data directory.
@@ -57,9 +56,11 @@ def reading_ids(tok, query: str, answer: str) -> list[int]:
 
 
 def key(query: str, answer: str) -> str:
+    """A reading's key: the query and what the reader sees of the answer (its reading depends on nothing else,
+    so a GPU box that was sent the answers cut by :func:`reading_text` stores the same keys)."""
     h = hashlib.sha256(query.encode())
     h.update(b"\0")
-    h.update(answer.encode())
+    h.update(reading_text(answer).encode())
     return h.hexdigest()[:24]
 
 
@@ -190,11 +191,16 @@ def train(model: SubstanceModel, train_items: Sequence[tuple[str, str, bool]],
 
 class SubstanceBank:
     """Stored readings ``z`` by (query, answer) key: the shipped board's (read-only, beside the weights) and
-    the data directory's (``cache_dir/readings.npz``, merged on save so two processes keep each other's)."""
+    the data directory's (``cache_dir/readings-<reader hash>.npz``, merged on save so two processes keep each
+    other's)."""
 
     def __init__(self, weights: Path, cache_dir: str | Path | None = None):
         self.folder = weights / FOLDER
-        self.cache = Path(cache_dir) / "readings.npz" if cache_dir else None
+        # the data directory's readings are the reader's own: another reader starts another file
+        h = hashlib.sha256()
+        for name in ("adapter_model.safetensors", "head.safetensors"):
+            h.update((self.folder / name).read_bytes())
+        self.cache = Path(cache_dir) / f"readings-{h.hexdigest()[:12]}.npz" if cache_dir else None
         self.z: dict[str, float] = {}
         for path in (self.folder / BOARD_FILE, self.cache):
             self.z.update(_read(path))
@@ -247,25 +253,31 @@ def _log_sigmoid(x: np.ndarray) -> np.ndarray:
 
 def substance_first(g: np.ndarray, za: np.ndarray, zb: np.ndarray, weight: float = 1.0, alpha: float = 1.0,
                     beta: float = 0.0) -> np.ndarray:
-    """The logit of A over B when substance comes first::
+    """The logit of A over B when substance comes first.
 
-        logit = g + weight * (log P(A answers) - log P(B answers)),    P(X answers) = sigmoid(alpha * zX + beta)
+    With ``pX = sigmoid(alpha * zX + beta)`` the probability that answer X answers its query and ``g`` the
+    criteria's verdict (the judge without this step), the verdict is first pulled towards the answer nearer
+    to answering, then mixed with what is sure when exactly one answers::
 
-    ``g`` is the criteria's verdict (the judge without this term), ``za``, ``zb`` the reader's logits. Between
-    two answers that answer, both log-probabilities are near 0 and the criteria decide; an answer that says
-    nothing carries a log-probability far below 0 (about ``alpha * z``), which outweighs any verdict the
-    criteria can give: a product of experts, the verdict's and the reader's. ``weight``, ``alpha`` and
-    ``beta`` are fitted on labelled pairs (:func:`fit_calibration`), never set by hand. Antisymmetric
-    (swapping A and B negates it); exact in log space when the readings are confident.
+        h = g + weight * (log pA - log pB)
+        P(A) = pA (1 - pB)  +  sigmoid(h) * [pA pB + (1 - pA)(1 - pB)]
 
-    >>> float(substance_first(np.array(12.0), np.array(-12.0), np.array(9.0), 1.7, 1.6)) < 0   # a cut answer loses
+    Between two answers that answer (both ``p`` near 1), ``h`` is ``g`` and the criteria decide; an answer
+    that says nothing loses to one that answers however strong the verdict (the first term), and between a
+    doubtful real answer and a clear non-answer the pull decides. ``weight``, ``alpha`` and ``beta`` are fitted
+    on labelled pairs (:func:`fit_calibration`), never set by hand. Antisymmetric (swapping A and B negates
+    it), computed in log space so that it stays exact when the readings are confident.
+
+    >>> float(substance_first(np.array(40.0), np.array(-9.0), np.array(6.0))) < 0   # a cut answer loses
     True
-    >>> round(float(substance_first(np.array(1.5), np.array(9.0), np.array(9.0))), 2)  # both answer: g
+    >>> round(float(substance_first(np.array(1.5), np.array(12.0), np.array(12.0))), 2)  # both answer: g
     1.5
     """
-    g = np.asarray(g, dtype=np.float64)
-    la, lb = (_log_sigmoid(alpha * np.asarray(z, dtype=np.float64) + beta) for z in (za, zb))
-    return g + weight * (la - lb)
+    za, zb = (alpha * np.asarray(z, dtype=np.float64) + beta for z in (za, zb))
+    la, lb, na, nb = _log_sigmoid(za), _log_sigmoid(zb), _log_sigmoid(-za), _log_sigmoid(-zb)
+    h = np.asarray(g, dtype=np.float64) + weight * (la - lb)
+    both = np.logaddexp(la + lb, na + nb)
+    return np.logaddexp(la + nb, _log_sigmoid(h) + both) - np.logaddexp(lb + na, _log_sigmoid(-h) + both)
 
 
 def fit_calibration(g: np.ndarray, za: np.ndarray, zb: np.ndarray, a_wins: np.ndarray,
