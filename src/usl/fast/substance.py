@@ -205,6 +205,7 @@ class SubstanceBank:
         for path in (self.folder / BOARD_FILE, self.cache):
             self.z.update(_read(path))
         self._model: SubstanceModel | None = None
+        self._memo: dict[tuple[str, str], float] = {}
         cal = self.folder / CALIBRATION_FILE
         fitted = json.loads(cal.read_text()) if cal.is_file() else {}
         self.calibration = (float(fitted.get("weight", 1.0)), float(fitted.get("alpha", 1.0)),
@@ -214,7 +215,12 @@ class SubstanceBank:
         return list(dict.fromkeys((q, a) for q, a in zip(queries, answers) if key(q, a) not in self.z))
 
     def read(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> np.ndarray:
-        """``z`` for each (query, answer); reads (one MiniLM pass each) and stores the ones not stored."""
+        """``z`` for each (query, answer); reads (one MiniLM pass each) and stores the ones not stored. A pair
+        seen before in this process is a dict lookup (a board asks for 21k of them on every request)."""
+        memo = self._memo
+        out = np.fromiter((memo.get(pair, np.nan) for pair in zip(queries, answers)), np.float32, count=len(answers))
+        if not np.isnan(out).any():
+            return out
         todo = self.missing(queries, answers)
         if todo:
             if self._model is None:
@@ -223,7 +229,10 @@ class SubstanceBank:
             fresh = {key(q, a): float(v) for (q, a), v in zip(todo, z)}
             self.z.update(fresh)
             self._save(fresh)
-        return np.array([self.z[key(q, a)] for q, a in zip(queries, answers)], dtype=np.float32)
+        for i in np.flatnonzero(np.isnan(out)):
+            pair = (queries[i], answers[i])
+            out[i] = memo[pair] = self.z[key(*pair)]
+        return out
 
     def _save(self, fresh: dict[str, float]) -> None:
         if self.cache is None:

@@ -85,6 +85,7 @@ class FastJudge:
         # substance first (fast/substance.py): weights without a substance reader judge by the criteria alone
         self.substance = (SubstanceBank(self.weights, cache / "substance")
                           if (self.weights / SUBSTANCE_FOLDER).is_dir() else None)
+        self._z = np.zeros(0, np.float32)     # the substance reader's z by answer-bank row (NaN: not looked up)
         self.kinds = KindModel.load(self.weights)
         if self.quality is not None and (self.kinds is None or self.kinds.kinds != self.quality.gate.kinds):
             raise ValueError(f"{self.weights}: the quality gate weighs criterion kinds {self.quality.gate.kinds}, "
@@ -129,8 +130,8 @@ class FastJudge:
         With a quality gate (``quality_gate.py``) each criterion's row also holds its share of the quality
         reader's reading of the pair: the rows and the term still sum to the decision's logit."""
         crit = criteria.as_list() or list(QUALITY_CRITERIA)
-        ra = torch.from_numpy(self.bank.rows(queries, model_answers))
-        rb = torch.from_numpy(self.bank.rows(queries, baseline_answers))
+        rows_a, rows_b = self.bank.rows(queries, model_answers), self.bank.rows(queries, baseline_answers)
+        ra, rb = torch.from_numpy(rows_a), torch.from_numpy(rows_b)
         A = self._answers()
         C, signs = self._criteria(crit)
         with torch.inference_mode():
@@ -144,9 +145,21 @@ class FastJudge:
             qual = a.mean() * qual
         if self.substance is not None:   # the verdict moved by substance first: a term of its own
             g = per.sum(0) + qual
-            za, zb = self.substance.read(queries, model_answers), self.substance.read(queries, baseline_answers)
+            za, zb = self._substance(rows_a, queries, model_answers), self._substance(rows_b, queries, baseline_answers)
             qual = qual + (substance_first(g, za, zb, *self.substance.calibration) - g)
         return crit, per, qual
+
+    def _substance(self, rows: np.ndarray, queries: Sequence[str], answers: Sequence[str]) -> np.ndarray:
+        """The substance reader's ``z`` of each answer, kept by the answer bank's row: a board's 21k are an
+        index after the first request."""
+        if len(self._z) < len(self.bank):
+            self._z = np.concatenate([self._z, np.full(len(self.bank) - len(self._z), np.nan, np.float32)])
+        z = self._z[rows]
+        idx = np.flatnonzero(np.isnan(z))
+        if len(idx):
+            z[idx] = self.substance.read([queries[i] for i in idx], [answers[i] for i in idx])
+            self._z[rows[idx]] = z[idx]
+        return z
 
     def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         texts, signs = zip(*(split_sign(c) for c in crit))
