@@ -85,7 +85,7 @@ judge-style: artifacts/data-full/train.jsonl artifacts/board.json
 
 # The substance reader (does an answer answer its query at all?), on a GPU machine that holds the data: about
 # 5 minutes on one H200 (hours on a CPU). Copy artifacts/substance to artifacts/fast-crm/substance once the
-# gate is fitted, then `usl fit-substance --weights artifacts/fast-crm` (CPU, a few minutes).
+# gate is fitted, then `usl quality fit-substance --weights artifacts/fast-crm` (CPU, a few minutes).
 judge-substance:
 	$(BIN)/usl train-substance --epochs 3 --negatives 3 --out artifacts/substance
 

@@ -2,7 +2,7 @@
 # Train the default judge's substance reader on a bare GPU box. Run from the repository root with the carry of
 #   python scripts/make_gpu_carry.py --substance ../shared/data --out .carry/s2
 # (about 39 MB). $OUT/substance.tar.gz holds the reader, its card and its readings of the default board, as
-# `usl fit-substance` expects them in artifacts/fast-crm/substance.
+# `usl quality fit-substance` expects them in artifacts/fast-crm/substance.
 set -euo pipefail
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} TOKENIZERS_PARALLELISM=false
 C=${CARRY:-.carry/s2}; OUT=${OUT:-artifacts/gpu_out}; EPOCHS=${EPOCHS:-3}

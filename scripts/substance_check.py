@@ -37,8 +37,8 @@ def check(judge_spec: str, per_kind: int, seed: int = 7, home: str | None = None
     out = load_outputs(paths.shared_data() / "alpaca_eval")
     wishes = json.loads(WISHES.read_text())
     concise = sorted(m for m in out.answers if m.endswith("_concise"))
-    pairs = substance.pairs(out.answers, list(out.board), np.random.default_rng(seed), kinds=KINDS, models=concise,
-                            per_kind=per_kind)
+    pairs = substance.pairs(out.answers, list(out.board), np.random.default_rng(seed), source=out.baseline,
+                            kinds=KINDS, models=concise, per_kind=per_kind)
     judge = load_judge(judge_spec, home=home)
     qs, real, non, kind = (list(x) for x in zip(*pairs))
     kind = np.array(kind)

@@ -92,6 +92,81 @@ def fit_gate_cmd(
             typer.echo(f"report -> {report_out}")
 
 
+@app.command("fit-substance")
+def fit_substance_cmd(
+        ctx: typer.Context,
+        weights: str = typer.Option("", help="The fast CRM's weights folder whose substance/ reader is calibrated "
+                                             "(default: the shipped one)."),
+        alpaca: str = typer.Option("", "--alpaca", help="AlpacaEval folder (default: the shared data's)."),
+        per_group: int = typer.Option(160, help="Pairs of each kind (non-answer, length, general)."),
+        dev_queries: int = typer.Option(32, help="How many training queries train-substance kept for dev (the "
+                                                 "pairs are built on those alone)."),
+        seed: int = typer.Option(0, help="The seed train-substance ran with."),
+        save_readings: str = typer.Option("", help="Also keep the pairs' readings (g, za, zb, labels) in this .npz.")) -> None:
+    """Fit the calibration (weight, alpha, beta) of substance first (usl.fast.substance.substance_first) on pairs of
+    the substance reader's dev queries: real answers against non-answers under style wishes, concise against
+    verbose answers under length wishes, and confidently labelled general pairs. Writes
+    substance/calibration.json beside the weights."""
+    with user_errors():
+        import json
+        from pathlib import Path
+
+        import numpy as np
+
+        from usl import paths
+        from usl.data import substance as data
+        from usl.data.criteria import load_library
+        from usl.data.io import iter_jsonl
+        from usl.data.pairs.alpaca import load_outputs
+        from usl.fast import substance
+        from usl.judges.fast import FastJudge
+        from usl.types import Criteria
+        from usl.weights import shipped
+
+        folder = Path(weights) if weights else shipped("fast-crm")
+        shared = paths.shared_data()
+        if not alpaca and shared is None:
+            raise ValueError("no AlpacaEval folder: pass --alpaca DIR or set USL_SHARED_DATA")
+        src = Path(alpaca) if alpaca else shared / "alpaca_eval"
+        outputs = load_outputs(src)
+        queries = list(outputs.train)
+        dev = [queries[i] for i in np.random.default_rng(seed).permutation(len(queries))[:dev_queries]]
+        library = load_library()
+        families = [f for f in library.families if library[f].kind in ("length", "style", "domain")]
+        wishes = {f: library.split(f, seed=0).train for f in families}
+        notes = src / "annotations" / "weighted_alpaca_eval_gpt4_turbo"
+        annotations = {p.name.split(".jsonl")[0]: [row for _, row in iter_jsonl(p)] for p in sorted(notes.glob("*.jsonl.gz"))}
+        pairs = data.calibration_pairs(outputs.answers, annotations, dev, wishes, np.random.default_rng(seed + 2),
+                                       baseline=outputs.baseline, per_group=per_group)
+        judge = FastJudge(folder, home=ctx.obj.home, name="default")
+        if judge.substance is None:
+            raise ValueError(f"{folder}: no {substance.FOLDER}/ reader to calibrate; train one with usl train-substance")
+        bank, judge.substance = judge.substance, None           # the verdict g without substance first
+        g = np.zeros(len(pairs))
+        by_likes: dict[tuple[str, ...], list[int]] = {}
+        for i, p in enumerate(pairs):
+            by_likes.setdefault(p.likes, []).append(i)
+        for likes, idx in by_likes.items():
+            probs = judge.judge_matrix(Criteria(likes=likes), [pairs[i].query for i in idx], [pairs[i].a for i in idx],
+                                       [pairs[i].b for i in idx])
+            g[idx] = np.log(probs) - np.log1p(-probs)
+        za = bank.read([p.query for p in pairs], [p.a for p in pairs])
+        zb = bank.read([p.query for p in pairs], [p.b for p in pairs])
+        y = np.array([p.a_wins for p in pairs])
+        if save_readings:
+            np.savez(save_readings, g=g, za=za, zb=zb, y=y, group=np.array([p.group for p in pairs]))
+        weight, alpha, beta, loss = substance.fit_calibration(g, za, zb, y)
+        groups = np.array([p.group for p in pairs])
+        names = sorted(set(groups.tolist()))
+        acc = lambda logit: {k: round(float(np.mean((logit[groups == k] > 0) == y[groups == k])), 4) for k in names}
+        report = {"weight": weight, "alpha": alpha, "beta": beta, "log_loss": round(loss, 5),
+                  "pairs": {k: int((groups == k).sum()) for k in names}, "dev_queries": dev_queries, "seed": seed,
+                  "accuracy": {"criteria_alone": acc(g), "raw_reader": acc(substance.substance_first(g, za, zb)),
+                               "calibrated": acc(substance.substance_first(g, za, zb, weight, alpha, beta))}}
+        (folder / substance.FOLDER / substance.CALIBRATION_FILE).write_text(json.dumps(report, indent=1) + "\n")
+        typer.echo(json.dumps(report, indent=1))
+
+
 def _weights_and_encoder(weights: str):
     """The fast CRM's weights folder (default: the shipped one) and its criteria encoder."""
     from pathlib import Path

@@ -152,8 +152,8 @@ def examples(answers: dict[str, dict[str, str]], queries: Sequence[str], rng: np
 
 
 def pairs(answers: dict[str, dict[str, str]], queries: Sequence[str], rng: np.random.Generator, *,
-          kinds: Sequence[str] = KINDS + HELD_OUT_KINDS, models: Sequence[str] = (), per_kind: int = 200,
-          source: str = "gpt4_1106_preview") -> list[tuple[str, str, str, str]]:
+          source: str, kinds: Sequence[str] = KINDS + HELD_OUT_KINDS, models: Sequence[str] = (),
+          per_kind: int = 200) -> list[tuple[str, str, str, str]]:
     """(query, real answer, non-answer, kind): for each kind, ``per_kind`` queries whose real answer is a
     random model's of ``models`` and whose non-answer is made from ``source``'s answer to the same query (the
     way the board is gamed: a strong model's answer cut short), or from other queries' answers."""

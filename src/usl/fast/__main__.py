@@ -7,10 +7,10 @@ For machines that have torch/transformers/peft but not the server stack (a rente
 """
 
 from usl.console import command_app
-from usl.fast.commands import train_reader_command, fit_substance_command, train_style_command, train_substance_command
+from usl.fast.commands import train_reader_command, train_style_command, train_substance_command
 
 app = command_app({"train-style": train_style_command, "train-reader": train_reader_command,
-                   "train-substance": train_substance_command, "fit-substance": fit_substance_command})
+                   "train-substance": train_substance_command})
 
 if __name__ == "__main__":
     app()

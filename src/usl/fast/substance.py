@@ -205,7 +205,6 @@ class SubstanceBank:
         for path in (self.folder / BOARD_FILE, self.cache):
             self.z.update(_read(path))
         self._model: SubstanceModel | None = None
-        self._memo: dict[tuple[str, str], float] = {}
         cal = self.folder / CALIBRATION_FILE
         fitted = json.loads(cal.read_text()) if cal.is_file() else {}
         self.calibration = (float(fitted.get("weight", 1.0)), float(fitted.get("alpha", 1.0)),
@@ -215,24 +214,18 @@ class SubstanceBank:
         return list(dict.fromkeys((q, a) for q, a in zip(queries, answers) if key(q, a) not in self.z))
 
     def read(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> np.ndarray:
-        """``z`` for each (query, answer); reads (one MiniLM pass each) and stores the ones not stored. A pair
-        seen before in this process is a dict lookup (a board asks for 21k of them on every request)."""
-        memo = self._memo
-        out = np.fromiter((memo.get(pair, np.nan) for pair in zip(queries, answers)), np.float32, count=len(answers))
-        if not np.isnan(out).any():
-            return out
-        todo = self.missing(queries, answers)
+        """``z`` for each (query, answer); reads (one MiniLM pass each) and stores the ones not stored."""
+        keys = [key(q, a) for q, a in zip(queries, answers)]
+        todo = {k: (q, a) for k, q, a in zip(keys, queries, answers) if k not in self.z}
         if todo:
             if self._model is None:
                 self._model = SubstanceModel(self.folder)
-            z = self._model.logits([q for q, _ in todo], [a for _, a in todo], progress=progress)
-            fresh = {key(q, a): float(v) for (q, a), v in zip(todo, z)}
+            pairs = list(todo.values())
+            z = self._model.logits([q for q, _ in pairs], [a for _, a in pairs], progress=progress)
+            fresh = dict(zip(todo, z.tolist()))
             self.z.update(fresh)
             self._save(fresh)
-        for i in np.flatnonzero(np.isnan(out)):
-            pair = (queries[i], answers[i])
-            out[i] = memo[pair] = self.z[key(*pair)]
-        return out
+        return np.array([self.z[k] for k in keys], dtype=np.float32)
 
     def _save(self, fresh: dict[str, float]) -> None:
         if self.cache is None:

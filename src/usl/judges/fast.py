@@ -118,7 +118,7 @@ class FastJudge:
         """Embed a benchmark's answers ahead of time (cached on disk)."""
         self.bank.preload(queries, answers, progress)
         if self.substance is not None:
-            self.substance.read(queries, answers, progress)
+            self._substance(self.bank.rows(queries, answers), queries, answers, progress)
         self._answers()
         self.encoder.encode(["warm-up"])  # first real request should not pay for lazy init
         for reader in self.model.readers:
@@ -149,7 +149,8 @@ class FastJudge:
             qual = qual + (substance_first(g, za, zb, *self.substance.calibration) - g)
         return crit, per, qual
 
-    def _substance(self, rows: np.ndarray, queries: Sequence[str], answers: Sequence[str]) -> np.ndarray:
+    def _substance(self, rows: np.ndarray, queries: Sequence[str], answers: Sequence[str],
+                   progress: Progress | None = None) -> np.ndarray:
         """The substance reader's ``z`` of each answer, kept by the answer bank's row: a board's 21k are an
         index after the first request."""
         if len(self._z) < len(self.bank):
@@ -157,7 +158,7 @@ class FastJudge:
         z = self._z[rows]
         idx = np.flatnonzero(np.isnan(z))
         if len(idx):
-            z[idx] = self.substance.read([queries[i] for i in idx], [answers[i] for i in idx])
+            z[idx] = self.substance.read([queries[i] for i in idx], [answers[i] for i in idx], progress)
             self._z[rows[idx]] = z[idx]
         return z
 

@@ -33,6 +33,7 @@ class AlpacaOutputs:
     board: tuple[str, ...]
     board_models: tuple[str, ...]
     style_models: tuple[str, ...]
+    baseline: str = ""
 
 
 def load_outputs(alpaca_dir: str | Path) -> AlpacaOutputs:
@@ -47,7 +48,7 @@ def load_outputs(alpaca_dir: str | Path) -> AlpacaOutputs:
     return AlpacaOutputs(answers,
                          tuple(base[i]["instruction"] for i in split["train"]),
                          tuple(base[i]["instruction"] for i in split["board"]),
-                         tuple(split["board_models"]), tuple(split["style_models"]))
+                         tuple(split["board_models"]), tuple(split["style_models"]), str(split["baseline"]))
 
 
 def length_pairs(out: AlpacaOutputs, instructions: tuple[str, ...], *, source: str,
