@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+import numpy as np
+
 from usl.types import Criteria
 
 
@@ -60,10 +62,35 @@ class Judge(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class DecisionTerms:
+    """The terms a judge's logit for "the model's answer beats the baseline's" sums, for n pairs:
+    ``logit = criteria_rows.sum(0) + quality_rows.sum(0) + answer``. A calibration (``usl.judges.calibration``)
+    weighs them apart: ``criteria_rows`` (k, n) each stated criterion's reading, ``quality_rows`` (k, n) each
+    criterion's share of a quality reading, ``answer`` (n,) what the judge reads of the answers whatever the
+    criteria."""
+
+    criteria: tuple[str, ...]
+    criteria_rows: np.ndarray
+    quality_rows: np.ndarray
+    answer: np.ndarray
+
+    @property
+    def logit(self) -> np.ndarray:
+        return self.criteria_rows.sum(0) + self.quality_rows.sum(0) + self.answer
+
+
+@runtime_checkable
+class Decomposable(Protocol):
+    """A judge whose decision is a sum of named terms (the fast CRM): what a calibration can weigh."""
+
+    def decision_terms(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
+                       baseline_answers: Sequence[str]) -> DecisionTerms:
+        ...
+
+
 def verdicts_by_matrix(judge_matrix, requests: Sequence[JudgeRequest]) -> list[Verdict]:
     """The protocol's ``judge`` for a judge with ``judge_matrix``: one call per criteria set."""
-    import numpy as np
-
     by_criteria: dict = {}
     for i, r in enumerate(requests):
         by_criteria.setdefault(r.criteria, []).append(i)
