@@ -1,5 +1,5 @@
 """Your votes teach the judge: the calibration's fit (known answers on planted weights), the pairs it asks
-about, and on real data the simulated users of
+about, its storage beside the votes (deleting them deletes it), and on real data the simulated users of
 usl.evaluation.simulated_users: hidden-rule users gain >= 10 points of held-out agreement after 20 chosen
 votes, users whose votes match their criteria lose no more than noise, and chosen pairs beat random ones."""
 
@@ -13,6 +13,7 @@ import pytest
 from usl.judges import calibration as cal
 from usl.paths import shared_data
 from usl.store.db import Store
+from usl.store.votes import Vote, delete_votes, load_calibration, save_calibration, save_votes
 from usl.types import Criteria, DataError
 
 SHARED = shared_data()
@@ -82,6 +83,35 @@ def test_a_calibration_refuses_another_version_of_its_judge():
     with pytest.raises(DataError, match="fitted for judge length@0, but this judge is length@1"):
         cal.CalibratedJudge(Judge(), c)
     assert cal.Calibration.from_json(json.loads(json.dumps(c.to_json()))) == c
+
+
+# -------------------------------------------------------------------------------------------- the store
+def _vote(model: str = "m", choice: str = "model") -> Vote:
+    return Vote("tiny", "q0", "Q?", model, "a", "base", "b", Criteria(("x",)), choice, True, "length@1", 0.7)
+
+
+def test_deleting_the_votes_deletes_the_calibration_and_nothing_else(tmp_path):
+    store = Store(tmp_path / "usl.sqlite")
+    save_votes(store, [_vote("m"), _vote("m"), _vote("other")])
+    save_calibration(store, "mine", "tiny", "length@1", {"name": "mine"}, [1, 2])
+    save_calibration(store, "theirs", "tiny", "length@1", {"name": "theirs"}, [3])
+    assert load_calibration(store, "mine") == ({"name": "mine"}, [1, 2])
+    assert delete_votes(store, model="m") == (2, ["mine"])
+    with pytest.raises(DataError, match=r"unknown calibration 'mine' \(stored: theirs\)"):
+        load_calibration(store, "mine")
+    assert load_calibration(store, "theirs")[1] == [3]
+    with store.transaction() as con:                     # the same through SQL: the trigger, not the function
+        con.execute("DELETE FROM votes")
+    assert store.con.execute("SELECT COUNT(*) FROM calibrations").fetchone() == (0,)
+
+
+def test_a_calibration_of_votes_no_longer_stored_is_refused_and_the_old_one_kept(tmp_path):
+    store = Store(tmp_path / "usl.sqlite")
+    save_votes(store, [_vote()])
+    save_calibration(store, "mine", "tiny", "length@1", {"v": 1}, [1])
+    with pytest.raises(DataError, match="vote 7 is no longer stored"):
+        save_calibration(store, "mine", "tiny", "length@1", {"v": 2}, [1, 7])
+    assert load_calibration(store, "mine") == ({"v": 1}, [1])
 
 
 # ------------------------------------------------------------------------------- simulated users, real data

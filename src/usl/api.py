@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from usl.leaderboard.types import Comparison, Leaderboard, LeaderboardSpec
+from usl.leaderboard.types import CalibrationReport, Comparison, Leaderboard, LeaderboardSpec
 from usl.types import Criteria
 
 Progress = Callable[[int, int], None]
@@ -52,14 +52,28 @@ class Bench:
 
     def rank(self, likes: Sequence[str] = (), avoid: Sequence[str] = (), *, topics: Sequence[str] = (),
              use_case: str = "", judge: str = "default", baseline: str | None = None, n_bootstrap: int = 1000,
-             seed: int = 0, per_criterion: bool = True, progress: Progress | None = None) -> Leaderboard:
-        """The board for these criteria (no likes and no avoid: the general default criteria). ``progress``
-        reports judging done here; a server's board comes without it."""
+             seed: int = 0, per_criterion: bool = True, calibration: str = "",
+             progress: Progress | None = None) -> Leaderboard:
+        """The board for these criteria (no likes and no avoid: the general default criteria, or the
+        calibration's). ``calibration``: rank under that stored calibration of the judge (``calibrate``).
+        ``progress`` reports judging done here; a server's board comes without it."""
+        from usl.leaderboard.calibrations import under
+
         spec = self.spec(likes, avoid, topics=topics, use_case=use_case, judge=judge, baseline=baseline,
-                         n_bootstrap=n_bootstrap, seed=seed, per_criterion=per_criterion)
+                         n_bootstrap=n_bootstrap, seed=seed, per_criterion=per_criterion, calibration=calibration)
+        spec = under(self._store, spec, bool(likes or avoid))
         remote = self._remote()
         board = remote.rank(spec) if remote is not None else None
         return board if board is not None else self._service().rank(self._checked(spec), progress)
+
+    def calibrate(self, name: str, likes: Sequence[str] = (), avoid: Sequence[str] = (), *,
+                  judge: str = "default") -> CalibrationReport:
+        """Fit (or refit) calibration ``name`` of ``judge`` on the stored votes of this benchmark under these
+        criteria (cast on the page's "Check the judge" card, or stored with ``usl.store.votes.save_votes``),
+        in this process; ``report.calibration`` holds its weights and its agreement with the votes before
+        and after (leave-one-out), ``report.moved`` the models it moved."""
+        spec = self._checked(self.spec(likes, avoid, judge=judge))
+        return self._service().calibrate(name, spec)
 
     def compare(self, a: Sequence[str] | Criteria, b: Sequence[str] | Criteria, **options) -> Comparison:
         """Boards for two criteria sets (lists of likes, or ``Criteria`` with avoids) and their rank agreement;
