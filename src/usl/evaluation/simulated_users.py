@@ -132,3 +132,76 @@ def simulate(user: SimUser, terms: cal.Terms, groups: Sequence[str], seeds: int 
                                             scale, strength, picking, np.random.default_rng([seed, 1])))
     return [Curve(user.name, picking, tuple(np.mean(r, 0).round(4)), tuple(np.std(r, 0).round(4)),
                   int(np.mean(held))) for picking, r in runs.items()]
+
+
+# ---- users whose votes are labels: human annotators, and GPT-4-Turbo's AlpacaEval labels -------------
+@dataclass(frozen=True)
+class LabelledPairs:
+    """Pairs outside a board, ``labels[user]`` per pair (+1: the first answer, -1: the second, 0: tie)."""
+
+    queries: list[str]
+    first: list[str]
+    second: list[str]
+    labels: dict[str, np.ndarray]
+
+
+def pandalm(path, limit: int, rng: np.random.Generator) -> LabelledPairs:
+    """PandaLM's test set: each of its three annotators is a user."""
+    from usl.data.io import read_json
+    from usl.data.pairs.human import pandalm_prompt
+
+    items = [x for x in read_json(path) if str(x["response1"]).strip() and str(x["response2"]).strip()
+             and str(x["response1"]) != str(x["response2"])]
+    items = [items[i] for i in sorted(rng.permutation(len(items))[:limit])]
+    code = {1: 1.0, 2: -1.0, 0: 0.0}
+    return LabelledPairs([pandalm_prompt(x) for x in items], [str(x["response1"]) for x in items],
+                         [str(x["response2"]) for x in items],
+                         {f"PandaLM annotator {k}": np.array([code[int(x[f"annotator{k}"])] for x in items])
+                          for k in (1, 2, 3)})
+
+
+def hh_helpful(path, limit: int, rng: np.random.Generator) -> LabelledPairs:
+    """hh-rlhf helpful-base (the DSP repack): its crowd workers as one user; the chosen answer is shown
+    first in a random half of the pairs."""
+    from usl.data.pairs.human import dsp_human_pairs
+
+    pairs = dsp_human_pairs(path, source="human/hh_helpful", family="")
+    pairs = [pairs[i] for i in sorted(rng.permutation(len(pairs))[:limit])]
+    flip = rng.random(len(pairs)) < 0.5
+    return LabelledPairs([p.prompt for p in pairs], [p.loser if f else p.winner for p, f in zip(pairs, flip)],
+                         [p.winner if f else p.loser for p, f in zip(pairs, flip)],
+                         {"hh-rlhf helpful workers": np.where(flip, -1.0, 1.0)})
+
+
+def quality_labels(alpaca_dir, limit: int, rng: np.random.Generator) -> LabelledPairs:
+    """AlpacaEval's GPT-4-Turbo labels (train queries only) of board models against the baseline: a user
+    who prefers the answer the quality label prefers (a preference of exactly 1.5 is a tie)."""
+    from pathlib import Path
+
+    from usl.data.io import read_json, iter_jsonl
+
+    root = Path(alpaca_dir)
+    split = read_json(root / "split.json")
+    base = {r["instruction"]: r["output"] for r in read_json(root / "outputs" / f"{split['baseline']}.json.gz")}
+    rows = []
+    for model in split["board_models"]:
+        path = root / "annotations" / "weighted_alpaca_eval_gpt4_turbo" / f"{model}.jsonl.gz"
+        if path.exists():
+            rows += [r for _, r in iter_jsonl(path) if r.get("instruction") in base and r.get("output_2")]
+    rows = [rows[i] for i in sorted(rng.permutation(len(rows))[:limit])]
+    return LabelledPairs([r["instruction"] for r in rows], [r["output_2"] for r in rows],
+                         [base[r["instruction"]] for r in rows],
+                         {"GPT-4-Turbo label": np.sign(np.array([float(r["preference"]) for r in rows]) - 1.5)})
+
+
+def label_users(name: str, pairs: LabelledPairs) -> list[tuple[SimUser, np.ndarray]]:
+    """Users of labelled pairs: human annotators state the shipped general criteria (what they were asked
+    to judge); the quality-label user states a tone and votes by the label, a hidden rule."""
+    from usl.leaderboard.types import LeaderboardSpec
+
+    general = LeaderboardSpec().criteria
+    if name == "quality-label":
+        return [(SimUser(f"says 'warm tone', prefers the {u}", Criteria(("A friendly, warm tone",)), "labels", False), y)
+                for u, y in pairs.labels.items()]
+    return [(SimUser(u, general, "labels", True), y) for u, y in pairs.labels.items()]
+
