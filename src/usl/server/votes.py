@@ -11,7 +11,7 @@
 - ``POST /api/check/calibrate``: ``{"spec": {...}, "name": "mine"}`` fits the calibration ``name`` on the stored
   votes under the spec's criteria (``usl.judges.calibration``) and answers its weights, the agreement with
   the votes before and after (leave-one-out) and the models it moved; ``spec.calibration = name`` then ranks
-  under it.
+  under it. It counts as one vote against the client's rate.
 - ``DELETE /api/check/votes?model=..``: deletes the stored votes (a model's, or all) and every calibration
   fitted on one of them.
 
@@ -184,6 +184,7 @@ def router(boards: Any, spec_query: Callable[..., SpecIn], rate: WriteRate) -> A
     @api.post("/api/check/calibrate", response_model=CalibrationOut,
               summary="Fit your calibration of the judge on your stored votes under these criteria")
     async def calibrate(body: CalibrateIn) -> dict:
+        rate.take(1)                       # a stored calibration is a write: it counts as a vote
         spec = await boards.resolve(body.spec.model_copy(update={"calibration": None}))
         report = await _call(service.calibrate, body.name, spec)
         c = report.calibration
