@@ -86,6 +86,15 @@ def test_a_calibration_refuses_another_version_of_its_judge():
     assert cal.Calibration.from_json(json.loads(json.dumps(c.to_json()))) == c
 
 
+def test_the_models_that_moved_most_come_first():
+    from usl.leaderboard.calibrations import moved
+
+    out = moved(["a", "b", "c", "d"], np.array([70.0, 60.0, 50.0, np.nan]), np.array([40.0, 60.0, 65.0, 10.0]))
+    # as far moved, the higher place after first; d has no answers under one of them
+    assert [(m.model, m.before, m.after) for m in out] == [("c", 3, 1), ("a", 1, 3), ("b", 2, 2)]
+    assert (out[1].win_rate_before, out[1].win_rate_after) == (70.0, 40.0)
+
+
 # -------------------------------------------------------------------------------------------- the store
 def _vote(model: str = "m", choice: str = "model") -> Vote:
     return Vote("tiny", "q0", "Q?", model, "a", "base", "b", Criteria(("x",)), choice, True, "length@1", 0.7)

@@ -98,12 +98,11 @@ def choose(pool: cal.Terms, groups: Sequence[str], voted: cal.Terms, y: np.ndarr
 def moved(models: Sequence[str], before: np.ndarray, after: np.ndarray) -> tuple[Moved, ...]:
     """Each model's place by win rate (percent) under the shipped judge and the calibrated one, the models
     that moved most first; ``before``/``after``: win rates by model, NaN for a model without answers."""
-    ok = np.isfinite(before) & np.isfinite(after)
-    place = lambda w: {m: i + 1 for i, m in enumerate(sorted((m for m, k in zip(models, ok) if k),  # noqa: E731
-                                                              key=lambda m: -w[models.index(m)]))}
-    pb, pa = place(before), place(after)
-    rows = [Moved(m, pb[m], pa[m], round(float(before[i]), 2), round(float(after[i]), 2))
-            for i, m in enumerate(models) if ok[i]]
+    ok = [i for i in range(len(models)) if np.isfinite(before[i]) and np.isfinite(after[i])]
+    place_before = {i: k + 1 for k, i in enumerate(sorted(ok, key=lambda i: -before[i]))}
+    place_after = {i: k + 1 for k, i in enumerate(sorted(ok, key=lambda i: -after[i]))}
+    rows = [Moved(models[i], place_before[i], place_after[i], round(float(before[i]), 2), round(float(after[i]), 2))
+            for i in ok]
     return tuple(sorted(rows, key=lambda r: (-abs(r.before - r.after), r.after)))
 
 

@@ -406,10 +406,10 @@ class LeaderboardService:
         """Fit calibration ``name`` of ``spec``'s judge on every stored vote of its benchmark under its
         criteria, store it with those votes (replacing one of that name), and say which models it moved.
         Refused, with nothing stored or changed, for votes of a model the benchmark no longer has."""
-        from usl.leaderboard.limits import check_text
+        from usl.leaderboard.limits import LIMITS, check_text
         from usl.store.votes import save_calibration
 
-        check_text(name, "calibration", 200)
+        check_text(name, "calibration", LIMITS.max_name_chars)
         if not name.strip():
             raise DataError("a calibration needs a name", field="calibration")
         spec = dataclasses.replace(spec, calibration="")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from dataclasses import asdict
 from typing import Any, Callable, Literal, Optional
 
 from fastapi import APIRouter, Depends, HTTPException, Query
@@ -34,7 +35,7 @@ from usl.fast.length_intent import length_wish
 from usl.leaderboard.check import agreement, suggest_length
 from usl.server.boards import USER_ERRORS, message
 from usl.server.rates import WriteRate
-from usl.server.schemas import SpecIn
+from usl.server.schemas import Name, SpecIn
 
 MAX_PAIRS = 20
 MAX_VOTES = 50
@@ -92,7 +93,7 @@ class CheckOut(BaseModel):
 class CalibrateIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     spec: SpecIn = Field(default_factory=SpecIn)
-    name: str = Field("mine", min_length=1, max_length=200, description="The calibration's name (refitted if stored).")
+    name: Name = Field("mine", min_length=1, description="The calibration's name (refitted if stored).")
 
 
 class TermOut(BaseModel):
@@ -192,7 +193,7 @@ def router(boards: Any, spec_query: Callable[..., SpecIn], rate: WriteRate) -> A
                 "before": c["before"], "after": c["after"],
                 "terms": [{"term": t, "shipped": w0, "fitted": round(w, 3)}
                           for t, w0, w in zip(c["terms"], c["shipped"], c["weights"])],
-                "moved": [m.__dict__ for m in report.moved]}
+                "moved": [asdict(m) for m in report.moved]}
 
     @api.delete("/api/check/votes", response_model=DeletedOut,
                 summary="Delete stored votes and every calibration fitted on one of them")
