@@ -91,9 +91,10 @@ def _post(url: str, path: str, body: dict) -> httpx.Response:
 
 def test_the_board_is_reproduced_from_its_spec_and_follows_a_refit(site):
     home, url = site
-    if not any(True for _ in load_votes(Store(home / "usl.sqlite"))):
-        _seed_votes(home)
-    _post(url, "/api/check/calibrate", {"spec": SPEC, "name": "again"}).raise_for_status()
+    _seed_votes(home, n=24)
+    out = CliRunner().invoke(app, ["--home", str(home), "calibrate", "again", "--criteria", LIKES, "--judge", "length",
+                                   "--benchmark", "tiny"])
+    assert out.exit_code == 0 and "calibration 'again'" in out.output and "length" in out.output, out.output
     first = _post(url, "/api/leaderboard", {**SPEC, "calibration": "again"}).json()["leaderboard"]
     assert [r["model"] for r in first["rows"]] != CODING_ORDER
     out = CliRunner().invoke(app, ["--home", str(home), "rank", "--no-server", "--calibration", "again",
@@ -102,8 +103,13 @@ def test_the_board_is_reproduced_from_its_spec_and_follows_a_refit(site):
     again = json.loads(out.output[out.output.index("{"):])
     assert again["rows"] == first["rows"]                     # the CLI, without --criteria: the calibration's
     assert again["spec"]["calibration_version"] == first["spec"]["calibration_version"]
+    saved = home / "board.json"
+    saved.write_text(json.dumps({"spec": first["spec"], "rows": first["rows"]}))
+    out = CliRunner().invoke(app, ["--home", str(home), "rank", "--no-server", "--spec", str(saved), "--format", "json"])
+    assert out.exit_code == 0 and "warning:" not in out.output, out.output
+    assert json.loads(out.output[out.output.index("{"):])["rows"] == first["rows"]     # reproduced from its spec
     # votes the other way: refitting the same name is another board, not the cached one
-    _seed_votes(home, longer=True, n=40)
+    _seed_votes(home, longer=True, n=80)
     _post(url, "/api/check/calibrate", {"spec": SPEC, "name": "again"}).raise_for_status()
     refit = _post(url, "/api/leaderboard", {**SPEC, "calibration": "again"}).json()["leaderboard"]
     assert refit["spec"]["calibration_version"] != first["spec"]["calibration_version"]
