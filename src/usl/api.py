@@ -57,11 +57,12 @@ class Bench:
         """The board for these criteria (no likes and no avoid: the general default criteria, or the
         calibration's). ``calibration``: rank under that stored calibration of the judge (``calibrate``).
         ``progress`` reports judging done here; a server's board comes without it."""
-        from usl.leaderboard.calibrations import under
-
         spec = self.spec(likes, avoid, topics=topics, use_case=use_case, judge=judge, baseline=baseline,
                          n_bootstrap=n_bootstrap, seed=seed, per_criterion=per_criterion, calibration=calibration)
-        spec = under(self._store, spec, bool(likes or avoid))
+        if calibration:
+            from usl.leaderboard.calibrations import under
+
+            spec = under(self._store, spec, bool(likes or avoid))
         remote = self._remote()
         board = remote.rank(spec) if remote is not None else None
         return board if board is not None else self._service().rank(self._checked(spec), progress)

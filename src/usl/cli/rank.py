@@ -102,11 +102,12 @@ def rank(ctx: typer.Context,
                 raise ValueError("--spec names its calibration; leave out --calibration")
             spec, recorded = _read_spec(spec_file)
         else:
-            from usl.leaderboard.calibrations import under
-
             spec = _spec(criteria, avoid, topics, use_case, judge, baseline, benchmark, n_bootstrap, seed,
                          per_criterion, calibration=calibration)
-            spec = under(ctx.obj.store(), spec, bool(criteria or avoid))
+            if calibration:
+                from usl.leaderboard.calibrations import under
+
+                spec = under(ctx.obj.store(), spec, bool(criteria or avoid))
         if refine is None and (refine_queries is not None or refine_seconds is not None):
             raise ValueError("--refine-queries and --refine-seconds need --refine JUDGE")
         if reference:

@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import List, Optional
 
-import numpy as np
 import typer
 
 from usl.console import JUDGE_HELP, user_errors
@@ -78,6 +77,8 @@ def simulate_votes_command(
     """Held-out agreement of the calibrated default judge after 0, 10, 20 and 50 votes of simulated users,
     random and chosen pairs (docs/calibration.md). Pairs outside the board cost the quality reader two
     passes each the first time (about 1.6 pairs a second on 2 busy cores)."""
+    import numpy as np
+
     from usl import paths
     from usl.evaluation.simulated_users import BOARD_USERS, CHECKPOINTS, SimUser, hh_helpful, label_users, pandalm, \
         quality_labels, simulate

@@ -7,11 +7,12 @@ by name in ``usl.judges.registry``; callers never branch on a judge's or model's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 from usl.types import Criteria
+
+if TYPE_CHECKING:       # numpy is imported where arrays are made, not with the protocol
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,8 @@ class Decomposable(Protocol):
 
 def verdicts_by_matrix(judge_matrix, requests: Sequence[JudgeRequest]) -> list[Verdict]:
     """The protocol's ``judge`` for a judge with ``judge_matrix``: one call per criteria set."""
+    import numpy as np
+
     by_criteria: dict = {}
     for i, r in enumerate(requests):
         by_criteria.setdefault(r.criteria, []).append(i)
