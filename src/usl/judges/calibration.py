@@ -25,9 +25,10 @@ is the shipped judge; each vote moves it as far as the evidence outweighs ``stre
 little, fifty more. There is no intercept: which side the answer was shown on does not enter, and a
 judge of model vs baseline stays the mirror of baseline vs model.
 
-Worked example: one criterion, a user who always prefers the shorter answer while the criterion says
-nothing of length. Each vote pushes ``w_len`` below 0; after 20 such votes it is about -2 (an answer
-half as long gains about 1.4 logits), and the criteria's terms keep weights near 1.
+Worked example (``tests/test_calibration.py``): votes drawn from weights (1, 1, 1, -2, 0), a user who
+likes what the judge likes but also shorter answers, on terms of spread 1. Fitted on 20,000 votes the
+weights come back within 0.1; on the first 10, 50 and 500 of them ``w_len`` moves from 0 toward -2 in
+that order, never past it.
 
 Agreement before and after is measured by leave-one-out: each vote is predicted by the weights fitted on
 the others, never by weights that saw it.
