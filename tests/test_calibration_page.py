@@ -82,6 +82,9 @@ def test_vote_calibrate_see_the_board_change_and_export(page, site):
     assert spec["calibration"] == "mine" and spec["calibration_weights"]["length"] < 0
     votes = httpx.get(url + page.get_attribute("#check-export", "href")).text.splitlines()
     assert len(votes) == 8 and all(json.loads(v)["criteria"] == [LIKES] for v in votes)
+    page.goto(page.url)                                     # the page's link ranks under the calibration at once
+    wait_for_view(page, "custom")
+    assert board(page) == calibrated
     assert page.errors == []
 
 
