@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from usl.leaderboard.types import Comparison, Leaderboard, LeaderboardSpec
+from usl.leaderboard.types import CalibrationReport, Comparison, Leaderboard, LeaderboardSpec
 from usl.types import Criteria
 
 Progress = Callable[[int, int], None]
@@ -52,14 +52,50 @@ class Bench:
 
     def rank(self, likes: Sequence[str] = (), avoid: Sequence[str] = (), *, topics: Sequence[str] = (),
              use_case: str = "", judge: str = "default", baseline: str | None = None, n_bootstrap: int = 1000,
-             seed: int = 0, per_criterion: bool = True, progress: Progress | None = None) -> Leaderboard:
-        """The board for these criteria (no likes and no avoid: the general default criteria). ``progress``
-        reports judging done here; a server's board comes without it."""
+             seed: int = 0, per_criterion: bool = True, calibration: str = "",
+             progress: Progress | None = None) -> Leaderboard:
+        """The board for these criteria (no likes and no avoid: the general default criteria, or the
+        calibration's). ``calibration``: rank under that stored calibration of the judge (``calibrate``).
+        ``progress`` reports judging done here; a server's board comes without it."""
         spec = self.spec(likes, avoid, topics=topics, use_case=use_case, judge=judge, baseline=baseline,
-                         n_bootstrap=n_bootstrap, seed=seed, per_criterion=per_criterion)
+                         n_bootstrap=n_bootstrap, seed=seed, per_criterion=per_criterion, calibration=calibration)
+        if calibration:
+            from usl.leaderboard.calibrations import under
+
+            spec = under(self._store, spec, bool(likes or avoid))
         remote = self._remote()
         board = remote.rank(spec) if remote is not None else None
         return board if board is not None else self._service().rank(self._checked(spec), progress)
+
+    def vote_pairs(self, likes: Sequence[str] = (), avoid: Sequence[str] = (), *, n: int = 10,
+                   topics: Sequence[str] = (), judge: str = "default", seed: int | None = None) -> list:
+        """``n`` pairs to vote on (a model's answer beside the baseline's, one per query: ``query``,
+        ``model_answer``, ``baseline_answer``...), the ones whose votes would tell a calibration the most
+        given the votes stored so far, as the page's "Check the judge" card offers them; in this process."""
+        spec = self._checked(self.spec(likes, avoid, topics=topics, judge=judge))
+        return self._service().vote_pairs(spec, n, seed)
+
+    def vote(self, likes: Sequence[str], pairs: Sequence, choices: Sequence[str], avoid: Sequence[str] = (), *,
+             judge: str = "default") -> int:
+        """Store your votes on ``pairs`` (from ``vote_pairs``) under these criteria, as the page does:
+        ``choices[i]`` is "model", "baseline" or "tie". Returns how many were stored."""
+        from usl.store.votes import Vote, save_votes
+
+        if len(pairs) != len(choices):
+            raise ValueError(f"{len(pairs)} pairs but {len(choices)} choices")
+        spec = self._checked(self.spec(likes, avoid, judge=judge))
+        identity = self._service().judge(spec.judge).identity
+        return save_votes(self._store, [Vote(self.name, p.query_id, p.query, p.model, p.model_answer, p.baseline,
+                                             p.baseline_answer, spec.criteria, c, True, identity, p.p_model_wins)
+                                        for p, c in zip(pairs, choices)])
+
+    def calibrate(self, name: str, likes: Sequence[str] = (), avoid: Sequence[str] = (), *,
+                  judge: str = "default") -> CalibrationReport:
+        """Fit (or refit) calibration ``name`` of ``judge`` on the stored votes of this benchmark under these
+        criteria (cast on the page's "Check the judge" card, or with ``vote``), in this process; ``report.calibration`` holds its weights and its agreement with the votes before
+        and after (leave-one-out), ``report.moved`` the models it moved."""
+        spec = self._checked(self.spec(likes, avoid, judge=judge))
+        return self._service().calibrate(name, spec)
 
     def compare(self, a: Sequence[str] | Criteria, b: Sequence[str] | Criteria, **options) -> Comparison:
         """Boards for two criteria sets (lists of likes, or ``Criteria`` with avoids) and their rank agreement;

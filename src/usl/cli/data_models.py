@@ -78,6 +78,18 @@ def register_votes(app: typer.Typer) -> None:
             n = write_samples(out, vote_samples(ctx.obj.store()))
         typer.echo(f"wrote {n} votes to {out}")
 
+    @app.command("delete-votes")
+    def delete_votes(ctx: typer.Context,
+                     model: Optional[str] = typer.Option(None, "--model", help="Only the votes on this model's answers."),
+                     benchmark: Optional[str] = typer.Option(None, "--benchmark", help="Only this benchmark's votes."),
+                     ) -> None:
+        """Delete stored votes (all, or a model's or a benchmark's), and every calibration fitted on one of them."""
+        from usl.store.votes import delete_votes as delete
+
+        with user_errors():
+            n, gone = delete(ctx.obj.store(), benchmark=benchmark, model=model)
+        typer.echo(f"deleted {n} votes" + (f" and the calibration(s) fitted on them: {', '.join(gone)}" if gone else ""))
+
 
 class _Clock:
     """Wall and CPU seconds (every thread of the process) of a block: ``f"{clock}"`` -> "41.2s (CPU 70.3s)"."""

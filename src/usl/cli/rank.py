@@ -43,6 +43,9 @@ def register(app: typer.Typer) -> None:
                 epilog=JUDGE_EPILOG)(rank)
     app.command("compare", help="Rank by two criteria sets and report how much the order changes "
                                 "(Kendall's tau).", epilog=JUDGE_EPILOG)(compare)
+    app.command("calibrate", help="Fit your calibration of the judge on your stored votes under these criteria "
+                                  "(docs/calibration.md); `usl rank --calibration NAME` ranks under it.",
+                epilog=JUDGE_EPILOG)(calibrate)
 
 
 def rank(ctx: typer.Context,
@@ -79,6 +82,9 @@ def rank(ctx: typer.Context,
                                                                       "`usl rank --format json` (or its 'spec' alone); "
                                                                       "warns when the judge or data differ from the "
                                                                       "recorded ones."),
+         calibration: str = typer.Option("", "--calibration", help="Rank under your calibration of the judge, "
+                                                                   "fitted on your votes (`usl calibrate NAME`); "
+                                                                   "without --criteria, under its criteria."),
          use_server: bool = typer.Option(True, "--server/--no-server", help=SERVER_HELP),
          yes: bool = typer.Option(False, "--yes", "-y", help="A judge whose quality reader is an LLM "
                                                              "(default:quality=llm:...): send the readings the "
@@ -92,10 +98,16 @@ def rank(ctx: typer.Context,
             if criteria or avoid or topics.strip() or use_case.strip():
                 raise ValueError("--spec gives the criteria, topics and use case; leave out --criteria, --avoid, "
                                  "--topics and --use-case")
+            if calibration:
+                raise ValueError("--spec names its calibration; leave out --calibration")
             spec, recorded = _read_spec(spec_file)
         else:
             spec = _spec(criteria, avoid, topics, use_case, judge, baseline, benchmark, n_bootstrap, seed,
-                         per_criterion)
+                         per_criterion, calibration=calibration)
+            if calibration:
+                from usl.leaderboard.calibrations import under
+
+                spec = under(ctx.obj.store(), spec, bool(criteria or avoid))
         if refine is None and (refine_queries is not None or refine_seconds is not None):
             raise ValueError("--refine-queries and --refine-seconds need --refine JUDGE")
         if reference:
@@ -191,13 +203,42 @@ def compare(ctx: typer.Context,
         typer.echo(f"\nKendall tau = {cmp.kendall_tau:.3f}   Spearman rho = {cmp.spearman_rho:.3f}")
 
 
+def calibrate(ctx: typer.Context,
+              name: str = typer.Argument(..., help="The calibration's name (an existing one is refitted)."),
+              criteria: Optional[List[str]] = typer.Option(None, "--criteria", "-c",
+                                                           help="The criteria you voted under (repeatable)."),
+              avoid: Optional[List[str]] = typer.Option(None, "--avoid", "-a", help="Something to avoid (repeatable)."),
+              judge: str = typer.Option("default", "--judge", help=JUDGE_HELP),
+              benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark name in the store."),
+              as_json: bool = typer.Option(False, "--json", help="Print JSON: {calibration, moved}.")) -> None:
+    with user_errors():
+        spec = _checked(ctx, _spec(criteria, avoid, judge=judge, benchmark=benchmark))
+        with _progress() as progress:
+            svc = _service(ctx)
+            svc.prepare(benchmark, judge, progress, quality=False)
+            report = svc.calibrate(name, spec)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        return
+    c = report.calibration
+    pct = lambda x: "-" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+    typer.echo(f"calibration {c['name']!r} ({c['version']}): {c['votes']} votes; the judge agrees with "
+               f"{pct(c['before'])} of them, the calibrated judge with {pct(c['after'])} (leave-one-out)")
+    for term, w0, w in zip(c["terms"], c["shipped"], c["weights"]):
+        typer.echo(f"  {term:40} {w0:5.2f} -> {w:5.2f}")
+    moved = [m for m in report.moved if m.before != m.after][:10]
+    if moved:
+        typer.echo("moved most: " + "; ".join(f"{m.model} {m.before} -> {m.after}" for m in moved))
+
+
 # ---- shared by the commands -------------------------------------------------------------------
 OPTIONS = {"topics": "--topics", "use_case": "--use-case", "judge": "--judge", "baseline": "--baseline",
-           "benchmark": "--benchmark", "n_bootstrap": "--n-bootstrap", "seed": "--seed"}   # spec field -> option
+           "benchmark": "--benchmark", "n_bootstrap": "--n-bootstrap", "seed": "--seed",
+           "calibration": "--calibration"}   # spec field -> option
 
 
 def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=None, benchmark="alpaca_eval",
-          n_bootstrap=1000, seed=0, per_criterion=True, options=("--criteria", "--avoid")):
+          n_bootstrap=1000, seed=0, per_criterion=True, options=("--criteria", "--avoid"), calibration=""):
     from usl.leaderboard.limits import InputError
     from usl.leaderboard.types import LeaderboardSpec
     from usl.types import Criteria
@@ -217,7 +258,7 @@ def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=Non
     try:            # every field in its range (usl.leaderboard.limits), before anything loads
         return LeaderboardSpec(benchmark=benchmark, topics=topic_names, use_case=use_case, judge=judge,
                                baseline=baseline, n_bootstrap=n_bootstrap, seed=seed, per_criterion=per_criterion,
-                               **kw)
+                               calibration=calibration, **kw)
     except InputError as e:
         raise ValueError(e.named({**OPTIONS, "criteria.likes": options[0], "criteria.avoid": options[1]})) from None
 

@@ -6,9 +6,9 @@ For machines that have torch/transformers/peft but not the server stack (a rente
 """
 
 from usl.console import command_app
-from usl.evaluation.commands import eval_command
+from usl.evaluation.commands import eval_command, simulate_votes_command
 
-app = command_app({"eval": eval_command})
+app = command_app({"eval": eval_command, "simulate-votes": simulate_votes_command})
 
 if __name__ == "__main__":
     app()

@@ -7,9 +7,12 @@ by name in ``usl.judges.registry``; callers never branch on a judge's or model's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 from usl.types import Criteria
+
+if TYPE_CHECKING:       # numpy is imported where arrays are made, not with the protocol
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,33 @@ class Judge(Protocol):
     @property
     def identity(self) -> str:
         """``name@version``: the cache key's judge part."""
+        ...
+
+
+@dataclass(frozen=True)
+class DecisionTerms:
+    """The terms a judge's logit for "the model's answer beats the baseline's" sums, for n pairs:
+    ``logit = criteria_rows.sum(0) + quality_rows.sum(0) + answer``. A calibration (``usl.judges.calibration``)
+    weighs them apart: ``criteria_rows`` (k, n) each stated criterion's reading, ``quality_rows`` (k, n) each
+    criterion's share of a quality reading, ``answer`` (n,) what the judge reads of the answers whatever the
+    criteria."""
+
+    criteria: tuple[str, ...]
+    criteria_rows: np.ndarray
+    quality_rows: np.ndarray
+    answer: np.ndarray
+
+    @property
+    def logit(self) -> np.ndarray:
+        return self.criteria_rows.sum(0) + self.quality_rows.sum(0) + self.answer
+
+
+@runtime_checkable
+class Decomposable(Protocol):
+    """A judge whose decision is a sum of named terms (the fast CRM): what a calibration can weigh."""
+
+    def decision_terms(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
+                       baseline_answers: Sequence[str]) -> DecisionTerms:
         ...
 
 

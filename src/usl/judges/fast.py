@@ -26,7 +26,7 @@ from usl.crm.quality_bank import QualityReading
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.fast.static_embed import StaticEmbedder
 from usl.fast.substance import FOLDER as SUBSTANCE_FOLDER, SubstanceBank, substance_first
-from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
+from usl.judges.base import DecisionTerms, JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
 from usl.weights import shipped
 from usl.types import Criteria, CriterionReading
@@ -124,11 +124,11 @@ class FastJudge:
         for reader in self.model.readers:
             reader.read(["warm-up"])
 
-    def criterion_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
-                         baseline_answers: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """Per-criterion logit contributions (k, n) and the answer-quality term (n,) for model vs baseline.
-        With a quality gate (``quality_gate.py``) each criterion's row also holds its share of the quality
-        reader's reading of the pair: the rows and the term still sum to the decision's logit."""
+    def decision_terms(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
+                       baseline_answers: Sequence[str]) -> DecisionTerms:
+        """The terms the decision's logit sums, for model vs baseline (``DecisionTerms``): each criterion's
+        reading (k, n), each criterion's share of the quality reader's reading (k, n) (zero without a
+        quality gate, ``quality_gate.py``) and the answers' own quality with substance first (n,)."""
         crit = criteria.as_list() or list(QUALITY_CRITERIA)
         rows_a, rows_b = self.bank.rows(queries, model_answers), self.bank.rows(queries, baseline_answers)
         ra, rb = torch.from_numpy(rows_a), torch.from_numpy(rows_b)
@@ -138,16 +138,25 @@ class FastJudge:
             S = self.model.criterion_scores(C, A)  # (k, N)
             per = (signs[:, None] * (S[:, ra] - S[:, rb]) / len(crit)).numpy()
             qual = (self.model.beta * (A.quality[ra] - A.quality[rb])).numpy()
+        reading = np.zeros_like(per)
         if self.quality is not None:
             a, b = self.quality.gate.weights(*self._kinds_and_signs(crit))              # (k,), (k,)
             q = self.quality.readings(queries, model_answers, baseline_answers)         # (n,)
-            per = a.mean() * per + (b[:, None] / len(crit)) * q[None, :]
-            qual = a.mean() * qual
+            per, qual = a.mean() * per, a.mean() * qual
+            reading = (b[:, None] / len(crit)) * q[None, :]
         if self.substance is not None:   # the verdict moved by substance first: a term of its own
-            g = per.sum(0) + qual
+            g = per.sum(0) + reading.sum(0) + qual
             za, zb = self._substance(rows_a, queries, model_answers), self._substance(rows_b, queries, baseline_answers)
             qual = qual + (substance_first(g, za, zb, *self.substance.calibration) - g)
-        return crit, per, qual
+        return DecisionTerms(tuple(crit), per, reading, qual)
+
+    def criterion_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
+                         baseline_answers: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """Per-criterion logit contributions (k, n) and the answer-quality term (n,) for model vs baseline.
+        With a quality gate each criterion's row also holds its share of the quality reader's reading of
+        the pair: the rows and the term still sum to the decision's logit."""
+        t = self.decision_terms(criteria, queries, model_answers, baseline_answers)
+        return list(t.criteria), t.criteria_rows + t.quality_rows, t.answer
 
     def _substance(self, rows: np.ndarray, queries: Sequence[str], answers: Sequence[str],
                    progress: Progress | None = None) -> np.ndarray:
@@ -191,8 +200,8 @@ class FastJudge:
     def judge_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
                      baseline_answers: Sequence[str]) -> np.ndarray:
         """P(model answer beats baseline answer), shape (n,); both orders agree by construction."""
-        _, per, qual = self.criterion_matrix(criteria, queries, model_answers, baseline_answers)
-        return 1.0 / (1.0 + np.exp(-(per.sum(0) + qual)))
+        logit = self.decision_terms(criteria, queries, model_answers, baseline_answers).logit
+        return 1.0 / (1.0 + np.exp(-logit))
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
         return verdicts_by_matrix(self.judge_matrix, requests)

@@ -93,6 +93,7 @@ def check_spec(spec: Any, limits: Limits = LIMITS) -> None:
     check_text(spec.use_case, "use_case", limits.max_use_case_chars)
     check_text(spec.benchmark, "benchmark", limits.max_name_chars)
     check_text(spec.judge, "judge", limits.max_judge_chars)
+    check_text(spec.calibration, "calibration", limits.max_name_chars)
     if spec.baseline is not None:
         check_text(spec.baseline, "baseline", limits.max_name_chars)
     check_int(spec.n_bootstrap, "n_bootstrap", 0, limits.max_bootstrap)

@@ -18,7 +18,8 @@ from usl.store.db import Store
 
 def check_names(store: Store, spec: LeaderboardSpec, reference: str | None = None) -> LeaderboardSpec:
     """``spec`` with its topics as sorted unique ids (as the server records them), after checking that its
-    benchmark, baseline, topics and the published ``reference`` board exist; raises ``ValueError``
+    benchmark, baseline, topics, calibration (and that it fits the board) and the published ``reference``
+    board exist; raises ``ValueError``
     (``DataError`` for the benchmark) listing the known ones. Topics of a benchmark that has none built yet
     are left for the engine, which builds them on first use and matches with the same rule."""
     if reference:
@@ -27,6 +28,10 @@ def check_names(store: Store, spec: LeaderboardSpec, reference: str | None = Non
     if spec.baseline and spec.baseline not in bench.models:
         raise ValueError(f"baseline {spec.baseline!r} is not a model of benchmark {bench.name!r}; "
                          f"models: {', '.join(bench.models)}")
+    if spec.calibration:                                     # an unknown name lists the stored ones
+        from usl.leaderboard.calibrations import check_fits, stored
+
+        check_fits(stored(store, spec.calibration), spec)
     if not spec.topics:
         return spec
     topics = load_topics(store, bench.name)

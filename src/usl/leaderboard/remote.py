@@ -170,7 +170,7 @@ def _body(spec: LeaderboardSpec) -> dict:
     """The spec as ``POST /api/leaderboard`` takes it (``SpecIn``)."""
     return {"likes": list(spec.criteria.likes), "avoid": list(spec.criteria.avoid), "topics": list(spec.topics),
             "use_case": spec.use_case, "judge": spec.judge, "baseline": spec.baseline, "benchmark": spec.benchmark,
-            "per_criterion": spec.per_criterion}
+            "per_criterion": spec.per_criterion, "calibration": spec.calibration}
 
 
 def _detail(payload: bytes) -> str:

@@ -56,7 +56,9 @@ from usl.leaderboard.length_control import length_controlled
 from usl.leaderboard.ratings import elo_ratings
 from usl.leaderboard.refine import MIN_JUDGED, refinement_order
 from usl.leaderboard.refine import refine as refine_board
-from usl.leaderboard.types import Comparison, Leaderboard, LeaderboardSpec, Row
+from usl.judges import calibration as cal
+from usl.leaderboard import calibrations
+from usl.leaderboard.types import CalibrationReport, Comparison, Leaderboard, LeaderboardSpec, Row
 from usl.store.db import Store
 from usl.types import Criteria, DataError
 
@@ -104,6 +106,7 @@ class LeaderboardService:
         self._no_unread: set[tuple] = set()
         self._prepare_lock = threading.Lock()
         self._refine_locks = [threading.Lock() for _ in range(64)]   # striped by board: bounded
+        self._layout = cal.Layout()         # answers' length and list layout, read once (calibrations)
 
     # ---- data -------------------------------------------------------------------------------
     def benchmarks(self) -> list[str]:
@@ -357,22 +360,81 @@ class LeaderboardService:
                                data.responses[(qid, baseline)], float(row[j]), sel.topic_map.get(qid, "")))
         return out
 
-    def vote_pairs(self, spec: LeaderboardSpec, n: int = 10, seed: int | None = None) -> list[Example]:
-        """``n`` pairs to vote on from the spec's selection: distinct queries in a random order, each with
-        a random model's answer beside the baseline's, ``p_model_wins`` as the board's judge gives it."""
+    def vote_pairs(self, spec: LeaderboardSpec, n: int = 10, seed: int | None = None,
+                   chosen: bool = True) -> list[Example]:
+        """``n`` pairs to vote on from the spec's selection, each a model's answer beside the baseline's on a
+        distinct query, ``p_model_wins`` as the board's judge gives it. ``chosen``: the pairs whose votes
+        would tell a calibration the most, given the votes already stored under the spec's criteria
+        (``usl.leaderboard.calibrations.choose``); else a random model on random queries."""
         data, judge, baseline, models, sel = self._board_context(spec, None)
         s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
         rng = np.random.default_rng(seed)
+        if chosen:
+            cells = [(i, j) for j in range(len(sel.query_ids)) for i in np.flatnonzero(~np.isnan(s[:, j]))]
+            pairs = [(sel.query_ids[j], models[i]) for i, j in cells]
+            base = self._prepared(spec.judge, data, None)
+            pool = cal.judge_terms(base, spec.criteria, *self._texts(data, baseline, pairs), self._layout)
+            votes = [v for _, v in calibrations.stored_votes(self.store, spec)]
+            voted = cal.judge_terms(base, spec.criteria, [v.query for v in votes], [v.model_answer for v in votes],
+                                    [v.baseline_answer for v in votes], self._layout)
+            y = cal.labels([v.choice for v in votes])
+            picked = calibrations.choose(pool, [q for q, _ in pairs], voted, y, n, rng, cal.CalibrationConfig())
+            order = [cells[k] for k in picked]
+        else:
+            order = []
+            for j in rng.permutation(len(sel.query_ids)).tolist():
+                answered = np.flatnonzero(~np.isnan(s[:, j]))
+                if len(answered):
+                    order.append((int(rng.choice(answered)), j))
+            order = order[:n]
         out = []
-        for j in rng.permutation(len(sel.query_ids)).tolist():
-            answered = np.flatnonzero(~np.isnan(s[:, j]))
-            if len(answered):
-                i, qid = int(rng.choice(answered)), sel.query_ids[j]
-                out.append(Example(qid, data.query_text[qid], models[i], data.responses[(qid, models[i])], baseline,
-                                   data.responses[(qid, baseline)], float(s[i, j]), sel.topic_map.get(qid, "")))
-            if len(out) == n:
-                break
+        for i, j in order:
+            qid = sel.query_ids[j]
+            out.append(Example(qid, data.query_text[qid], models[i], data.responses[(qid, models[i])], baseline,
+                               data.responses[(qid, baseline)], float(s[i, j]), sel.topic_map.get(qid, "")))
         return out
+
+    @staticmethod
+    def _texts(data: Answers, baseline: str, pairs: list[tuple[str, str]]) -> tuple[list[str], list[str], list[str]]:
+        """(queries, model answers, baseline answers) of (query id, model) pairs."""
+        return ([data.query_text[q] for q, _ in pairs], [data.responses[(q, m)] for q, m in pairs],
+                [data.responses[(q, baseline)] for q, _ in pairs])
+
+    # ---- calibrations (usl.judges.calibration, usl.leaderboard.calibrations) --------------------------
+    def calibrate(self, name: str, spec: LeaderboardSpec,
+                  config: cal.CalibrationConfig = cal.CalibrationConfig()) -> CalibrationReport:
+        """Fit calibration ``name`` of ``spec``'s judge on every stored vote of its benchmark under its
+        criteria, store it with those votes (replacing one of that name), and say which models it moved.
+        Refused, with nothing stored or changed, for votes of a model the benchmark no longer has."""
+        from usl.leaderboard.limits import LIMITS, check_text
+        from usl.store.votes import save_calibration
+
+        check_text(name, "calibration", LIMITS.max_name_chars)
+        if not name.strip():
+            raise DataError("a calibration needs a name", field="calibration")
+        spec = dataclasses.replace(spec, calibration="")
+        data, base, baseline, models, sel = self._board_context(spec, None)
+        votes = calibrations.votes_for(self.store, spec, data.benchmark.models)
+        board = cal.judge_terms(base, spec.criteria, *self.pair_texts(spec), self._layout)
+        fitted = calibrations.fit_votes(name, base, spec, [v for _, v in votes], board, self._layout, config)
+        save_calibration(self.store, name, spec.benchmark, base.identity, fitted.to_json(), [i for i, _ in votes])
+        after = self._calibrated(dataclasses.replace(spec, calibration=name), base)
+        before_wr = stats.win_rates(self._score(data, base, spec.criteria, baseline, models, sel.query_ids, None))[0]
+        after_wr = stats.win_rates(self._score(data, after, spec.criteria, baseline, models, sel.query_ids, None))[0]
+        return CalibrationReport(fitted.to_json(), calibrations.moved(models, before_wr, after_wr))
+
+    def calibration(self, name: str) -> cal.Calibration:
+        return calibrations.stored(self.store, name)
+
+    def _calibrated(self, spec: LeaderboardSpec, base: Judge) -> Judge:
+        """``base`` under ``spec.calibration`` (refused for a board it was not fitted for)."""
+        c = calibrations.stored(self.store, spec.calibration)
+        calibrations.check_fits(c, spec)
+        key = f"{spec.judge}#calibration:{c.name}:{c.version}"
+        with self._lock:
+            if key not in self._judges:
+                self._judges[key] = cal.CalibratedJudge(base, c, self._layout)
+            return self._judges[key]
 
     def pair_probabilities(self, spec: LeaderboardSpec, pairs: list[tuple[str, str]]) -> dict[str, list[float]]:
         """P(model's answer beats the baseline's) for each (query id, model) of ``pairs``: under the spec's
@@ -381,6 +443,10 @@ class LeaderboardService:
         qids = tuple(dict.fromkeys(q for q, _ in pairs))
         unknown = [(q, m) for q, m in pairs if m not in models or (q, m) not in data.responses
                    or (q, baseline) not in data.responses]
+        if unknown and unknown[0][1] not in models:
+            raise ValueError(f"no pair of answers for query {unknown[0][0]!r} and model {unknown[0][1]!r}: "
+                             f"{unknown[0][1]!r} is not on benchmark {data.name!r} (removed since the pairs "
+                             "were shown?)")
         if unknown:
             raise ValueError(f"no pair of answers for query {unknown[0][0]!r} and model {unknown[0][1]!r}")
         parts = [("", spec.criteria)]
@@ -411,6 +477,8 @@ class LeaderboardService:
         models ranked against it, the selected queries)."""
         data = self.answers(spec.benchmark)
         judge = self._prepared(spec.judge, data, progress)
+        if spec.calibration:
+            judge = self._calibrated(spec, judge)
         baseline = self._baseline(spec, data)
         models = [m for m in data.benchmark.models if m != baseline]
         return data, judge, baseline, models, self._select(spec, data)
@@ -522,6 +590,10 @@ class LeaderboardService:
             "usl_version": usl.__version__,
             "git_commit": git_commit(),
         })
+        if isinstance(judge, cal.CalibratedJudge):     # the weights themselves: the board is reproducible from them
+            c = judge.calibration
+            meta["calibration_version"] = c.version
+            meta["calibration_weights"] = dict(zip(c.terms, c.weights))
         return meta
 
 

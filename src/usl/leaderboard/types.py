@@ -21,6 +21,7 @@ class LeaderboardSpec:
     n_bootstrap: int = 1000
     seed: int = 0
     per_criterion: bool = True        # also judge each criterion alone
+    calibration: str = ""             # a stored calibration of the judge to rank under ('' = the shipped judge)
 
     def __post_init__(self):
         check_spec(self)              # every field in its range (usl.leaderboard.limits), before any work
@@ -38,13 +39,14 @@ class LeaderboardSpec:
         if not isinstance(d, dict):
             raise ValueError(f"{where}: expected an object")
         recorded = {"benchmark_version", "judge_identity", "n_queries", "query_set", "topic_names", "length_control",
-                    "win_rate", "rank", "usl_version", "git_commit", "refinement"}
+                    "win_rate", "rank", "usl_version", "git_commit", "refinement",
+                    "calibration_version", "calibration_weights"}
         unknown = sorted(set(d) - set(cls.__dataclass_fields__) - recorded)
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}")
         kw = {}
         for name, kind in (("benchmark", str), ("use_case", str), ("judge", str), ("n_bootstrap", int),
-                           ("seed", int), ("per_criterion", bool)):
+                           ("seed", int), ("per_criterion", bool), ("calibration", str)):
             if name in d:
                 if not isinstance(d[name], kind) or (kind is int and isinstance(d[name], bool)):
                     raise ValueError(f"{where}.{name}: expected {kind.__name__}, got {type(d[name]).__name__}")
@@ -71,7 +73,7 @@ def drift(recorded: dict, now: dict) -> list[str]:
     """How the board made now from a recorded spec differs in what made it (judge, data, queries)."""
     out = []
     for key, what in (("judge_identity", "judge"), ("benchmark_version", "benchmark data"),
-                      ("query_set", "selected queries")):
+                      ("query_set", "selected queries"), ("calibration_version", "calibration")):
         if recorded.get(key) and now.get(key) and recorded[key] != now[key]:
             out.append(f"the spec was recorded with {what} {recorded[key]}, this board has {now[key]}: "
                        "its figures may differ from the recorded board's")
@@ -132,6 +134,28 @@ class Leaderboard:
                 "criteria_breakdown": self.criteria_breakdown,
                 "criteria_contribution": self.criteria_contribution, "warnings": list(self.warnings),
                 "criteria_reading": [asdict(r) for r in self.criteria_reading]}
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A model's place on the board (1 = highest win rate) and win rate, shipped judge vs calibrated."""
+
+    model: str
+    before: int
+    after: int
+    win_rate_before: float
+    win_rate_after: float
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    """A calibration just fitted (``Calibration.to_json()``) and the models it moved, most moved first."""
+
+    calibration: dict
+    moved: tuple[Moved, ...]
+
+    def to_json(self) -> dict:
+        return {"calibration": self.calibration, "moved": [asdict(m) for m in self.moved]}
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from fastapi import HTTPException
 from usl.data.topics import match_topics
 from usl.fast.length_intent import read_wishes
 from usl.judges.redact import public_judge
+from usl.leaderboard.calibrations import check_fits
 from usl.leaderboard.limits import InputError
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views
@@ -42,7 +43,7 @@ class Boards:
         self.service, self.config = service, config
         self.queue = FairQueue(config.workers, config.max_waiting, config.max_waiting_per_client, "usl-rank")
         self.jobs = RankJobs(service.rank, cache_size=config.cache_size, queue=self.queue,   # a board is ranked
-                             version=lambda spec: service.data_version(spec.benchmark))   # anew once its data changed
+                             version=self._version)        # anew once its data (or its calibration) changed
         # Refinement steps take turns client by client (see stream.refine_events); waiting room for
         # every stream that may be open.
         self.refine_queue = FairQueue(config.refine_workers, config.refine_streams,
@@ -55,6 +56,12 @@ class Boards:
         self._warming: asyncio.Task | None = None     # the default board's warm-up, kept referenced
         self._all_read: set[tuple] = set()            # boards whose quality readings are all stored
         self._refused: dict[tuple, tuple[int, float]] = {}   # boards refused for their readings: (count, when)
+
+    def _version(self, spec: LeaderboardSpec) -> str:
+        """What a finished board's key adds to its spec: the data's version, and the calibration's (a name
+        refitted on more votes is another board)."""
+        version = self.service.data_version(spec.benchmark)
+        return version + (":" + self.service.calibration(spec.calibration).version if spec.calibration else "")
 
     # ---- what exists --------------------------------------------------------------------
     async def benchmarks(self) -> list[str]:
@@ -84,9 +91,15 @@ class Boards:
         try:
             spec = LeaderboardSpec(criteria=criteria, benchmark=benchmark, topics=topic_ids,
                                    use_case=" ".join(s.use_case.split()), judge=judge,
-                                   baseline=s.baseline or None, per_criterion=s.per_criterion)
+                                   baseline=s.baseline or None, per_criterion=s.per_criterion,
+                                   calibration=s.calibration or "")
         except InputError as e:         # the schema checks the same limits; this is the second line
             raise HTTPException(422, str(e)) from e
+        if spec.calibration:            # unknown, or fitted for another benchmark or criteria: 422 before any work
+            try:
+                check_fits(await asyncio.to_thread(self.service.calibration, spec.calibration), spec)
+            except USER_ERRORS as e:
+                raise HTTPException(422, message(e)) from e
         await self._require_read(spec)
         return spec
 
@@ -302,7 +315,8 @@ def query_string(spec: LeaderboardSpec) -> str:
         params += [("likes", x) for x in spec.criteria.likes] + [("avoid", x) for x in spec.criteria.avoid]
     params += [("topics", t) for t in spec.topics]
     params += [(k, v) for k, v in (("use_case", spec.use_case), ("judge", public_judge(spec.judge)),
-                                   ("baseline", spec.baseline or ""), ("benchmark", spec.benchmark)) if v]
+                                   ("baseline", spec.baseline or ""), ("benchmark", spec.benchmark),
+                                   ("calibration", spec.calibration)) if v]
     if not spec.per_criterion:
         params.append(("per_criterion", "false"))
     return urlencode(params)

@@ -51,6 +51,9 @@ class SpecIn(BaseModel):
     benchmark: Optional[Name] = Field(None, description="Benchmark name (GET /api/benchmarks).")
     per_criterion: bool = Field(True, description="Also judge each criterion alone (the breakdown): one more "
                                                   "board per criterion; false returns the board sooner.")
+    calibration: Optional[Name] = Field(None, description="Rank under this stored calibration of the judge "
+                                                          "(POST /api/check/calibrate); the criteria must be the "
+                                                          "ones it was fitted under.")
 
 
 class RowOut(BaseModel):

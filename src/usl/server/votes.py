@@ -8,6 +8,15 @@
   disagree, and a length criterion the votes show when the criteria do not say one. At most
   ``ServerConfig.votes_per_minute`` votes a minute per client (100; more: 429 with Retry-After).
 - ``GET /api/check/export.jsonl``: every stored vote in the paper's JSONL (``usl eval --data FILE``).
+- ``POST /api/check/calibrate``: ``{"spec": {...}, "name": "mine"}`` fits the calibration ``name`` on the stored
+  votes under the spec's criteria (``usl.judges.calibration``) and answers its weights, the agreement with
+  the votes before and after (leave-one-out) and the models it moved; ``spec.calibration = name`` then ranks
+  under it. It counts as one vote against the client's rate.
+- ``DELETE /api/check/votes?model=..``: deletes the stored votes (a model's, or all) and every calibration
+  fitted on one of them.
+
+``GET /api/check/pairs`` offers the pairs whose votes would tell a calibration the most
+(``usl.leaderboard.calibrations.choose``); ``chosen=false`` draws them at random.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from dataclasses import asdict
 from typing import Any, Callable, Literal, Optional
 
 from fastapi import APIRouter, Depends, HTTPException, Query
@@ -25,7 +35,7 @@ from usl.fast.length_intent import length_wish
 from usl.leaderboard.check import agreement, suggest_length
 from usl.server.boards import USER_ERRORS, message
 from usl.server.rates import WriteRate
-from usl.server.schemas import SpecIn
+from usl.server.schemas import Name, SpecIn
 
 MAX_PAIRS = 20
 MAX_VOTES = 50
@@ -80,6 +90,44 @@ class CheckOut(BaseModel):
     suggestion: Optional[str] = Field(None, description="A criterion your votes show that you did not write.")
 
 
+class CalibrateIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    spec: SpecIn = Field(default_factory=SpecIn)
+    name: Name = Field("mine", min_length=1, description="The calibration's name (refitted if stored).")
+
+
+class TermOut(BaseModel):
+    term: str = Field(description="A term of the judge's decision: a criterion, the quality reading, the "
+                                  "answers' own quality, length or lists.")
+    shipped: float
+    fitted: float
+
+
+class MovedOut(BaseModel):
+    model: str
+    before: int = Field(description="Place by win rate under the shipped judge (1: first).")
+    after: int = Field(description="Place by win rate under the calibrated judge.")
+    win_rate_before: float
+    win_rate_after: float
+
+
+class CalibrationOut(BaseModel):
+    name: str
+    version: str = Field(description="Hash of judge, benchmark, criteria and weights; boards record it.")
+    judge: str
+    votes: int
+    before: Optional[float] = Field(None, description="The shipped judge's agreement with the decided votes.")
+    after: Optional[float] = Field(None, description="The calibrated judge's, by leave-one-out: each vote "
+                                                     "predicted by the weights fitted on the others.")
+    terms: list[TermOut]
+    moved: list[MovedOut]
+
+
+class DeletedOut(BaseModel):
+    votes: int
+    calibrations: list[str] = Field(description="The calibrations deleted with the votes.")
+
+
 def router(boards: Any, spec_query: Callable[..., SpecIn], rate: WriteRate) -> APIRouter:
     """The routes; ``rate`` bounds the votes one client may store a minute (429 beyond it)."""
     api = APIRouter(tags=["check the judge"])
@@ -87,10 +135,12 @@ def router(boards: Any, spec_query: Callable[..., SpecIn], rate: WriteRate) -> A
 
     @api.get("/api/check/pairs", response_model=list[PairOut], summary="Pairs of answers to vote on")
     async def pairs(s: SpecIn = Depends(spec_query), n: int = Query(10, ge=1, le=MAX_PAIRS),
-                    seed: Optional[int] = Query(None, description="Fixes the draw (default: a new one each time).")):
+                    seed: Optional[int] = Query(None, description="Fixes the draw (default: a new one each time)."),
+                    chosen: bool = Query(True, description="Pairs whose votes tell a calibration the most "
+                                                           "(false: at random).")):
         spec = await boards.resolve(s)
         seed = random.SystemRandom().randrange(2 ** 32) if seed is None else seed
-        found = await _call(service.vote_pairs, spec, n, seed)
+        found = await _call(service.vote_pairs, spec, n, seed, chosen)
         flips = random.Random(seed)
         out = []
         for x in found:
@@ -131,6 +181,28 @@ def router(boards: Any, spec_query: Callable[..., SpecIn], rate: WriteRate) -> A
                                          [words(v.baseline_answer) for v in stored],
                                          mentioned=wish is not None),
         }
+
+    @api.post("/api/check/calibrate", response_model=CalibrationOut,
+              summary="Fit your calibration of the judge on your stored votes under these criteria")
+    async def calibrate(body: CalibrateIn) -> dict:
+        rate.take(1)                       # a stored calibration is a write: it counts as a vote
+        spec = await boards.resolve(body.spec.model_copy(update={"calibration": None}))
+        report = await _call(service.calibrate, body.name, spec)
+        c = report.calibration
+        return {"name": c["name"], "version": c["version"], "judge": c["judge"], "votes": c["votes"],
+                "before": c["before"], "after": c["after"],
+                "terms": [{"term": t, "shipped": w0, "fitted": round(w, 3)}
+                          for t, w0, w in zip(c["terms"], c["shipped"], c["weights"])],
+                "moved": [asdict(m) for m in report.moved]}
+
+    @api.delete("/api/check/votes", response_model=DeletedOut,
+                summary="Delete stored votes and every calibration fitted on one of them")
+    async def delete(model: Optional[str] = Query(None, max_length=300, description="Only this model's votes."),
+                     benchmark: Optional[str] = Query(None, max_length=300)) -> dict:
+        from usl.store.votes import delete_votes
+
+        n, gone = await asyncio.to_thread(delete_votes, service.store, benchmark, model)
+        return {"votes": n, "calibrations": gone}
 
     @api.get("/api/check/export.jsonl", summary="Every stored vote in the paper's JSONL (for usl eval)",
              response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})

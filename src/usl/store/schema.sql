@@ -80,3 +80,21 @@ CREATE TABLE IF NOT EXISTS votes (
   p_model REAL NOT NULL,
   created_at TEXT NOT NULL DEFAULT (datetime('now'))
 );
+-- A user's calibration of a judge (usl.judges.calibration), fitted on stored votes: the record's JSON
+-- (judge identity, benchmark, criteria, terms, weights) and the votes it was fitted on. Deleting one of
+-- those votes deletes the calibration (the trigger): weights never outlive the votes that made them.
+CREATE TABLE IF NOT EXISTS calibrations (
+  name TEXT PRIMARY KEY,
+  benchmark TEXT NOT NULL,
+  judge TEXT NOT NULL,
+  record TEXT NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (datetime('now'))
+);
+CREATE TABLE IF NOT EXISTS calibration_votes (
+  calibration TEXT NOT NULL REFERENCES calibrations(name) ON DELETE CASCADE,
+  vote INTEGER NOT NULL REFERENCES votes(id) ON DELETE CASCADE,
+  PRIMARY KEY (calibration, vote)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS votes_take_their_calibrations BEFORE DELETE ON votes BEGIN
+  DELETE FROM calibrations WHERE name IN (SELECT calibration FROM calibration_votes WHERE vote = OLD.id);
+END;

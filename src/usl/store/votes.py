@@ -72,3 +72,49 @@ def load_votes(store: Store) -> list[tuple[int, Vote]]:
 def vote_samples(store: Store) -> list[PreferenceSample]:
     """Every stored vote as a sample of the paper's JSONL (``idx`` = ``vote-<id>``)."""
     return [v.sample(f"vote-{i}") for i, v in load_votes(store)]
+
+
+def delete_votes(store: Store, benchmark: str | None = None, model: str | None = None) -> tuple[int, list[str]]:
+    """Delete the stored votes (of ``benchmark`` and of ``model``, when given) and every calibration
+    fitted on one of them, in one transaction: (votes deleted, names of the calibrations deleted)."""
+    where, args = _where(benchmark, model)
+    with store.transaction() as con:
+        gone = [r[0] for r in con.execute(
+            "SELECT DISTINCT calibration FROM calibration_votes WHERE vote IN "
+            f"(SELECT id FROM votes{where}) ORDER BY calibration", args)]
+        n = con.execute(f"DELETE FROM votes{where}", args).rowcount
+    return n, gone
+
+
+def _where(benchmark: str | None, model: str | None) -> tuple[str, tuple]:
+    parts = [(c, v) for c, v in (("benchmark", benchmark), ("model", model)) if v is not None]
+    return ((" WHERE " + " AND ".join(f"{c} = ?" for c, _ in parts)) if parts else ""), tuple(v for _, v in parts)
+
+
+# ---- calibrations (usl.judges.calibration): a record fitted on votes, gone with them --------------------
+def save_calibration(store: Store, name: str, benchmark: str, judge: str, record: dict, vote_ids: Iterable[int]) -> None:
+    """Store (or replace) calibration ``name`` and the votes it was fitted on."""
+    ids = list(vote_ids)
+    with store.transaction() as con:
+        missing = [i for i in ids if con.execute("SELECT 1 FROM votes WHERE id = ?", (i,)).fetchone() is None]
+        if missing:
+            raise DataError(f"calibration {name!r}: vote {missing[0]} is no longer stored", field="votes")
+        con.execute("DELETE FROM calibrations WHERE name = ?", (name,))
+        con.execute("INSERT INTO calibrations(name, benchmark, judge, record) VALUES (?,?,?,?)",
+                    (name, benchmark, judge, json.dumps(record, ensure_ascii=False)))
+        con.executemany("INSERT INTO calibration_votes(calibration, vote) VALUES (?,?)", [(name, i) for i in ids])
+
+
+def calibration_names(store: Store) -> list[str]:
+    return [r[0] for r in store.con.execute("SELECT name FROM calibrations ORDER BY name")]
+
+
+def load_calibration(store: Store, name: str) -> tuple[dict, list[int]]:
+    """(the stored record, the ids of the votes it was fitted on); an unknown name raises, naming those there are."""
+    row = store.con.execute("SELECT record FROM calibrations WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        there = ", ".join(calibration_names(store)) or "none yet: vote, then calibrate"
+        raise DataError(f"unknown calibration {name!r} (stored: {there})", field="calibration")
+    ids = [r[0] for r in store.con.execute("SELECT vote FROM calibration_votes WHERE calibration = ? ORDER BY vote",
+                                           (name,))]
+    return json.loads(row[0]), ids

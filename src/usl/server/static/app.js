@@ -13,7 +13,8 @@ const state = {
   topics: [],          // [{id, name, n_queries, keywords}]
   boards: {default: null, custom: null},   // LeaderboardResponse payloads
   specs: {default: null, custom: null},    // the spec each board was asked with
-  base: {judge: null, benchmark: null, baseline: null},   // from the URL; the server's defaults when null
+  // from the URL; the server's defaults when null. calibration: "my calibrated judge" (check.js) when chosen
+  base: {judge: null, benchmark: null, baseline: null, calibration: null},
   view: "default",
   controller: null,    // AbortController of the running custom request
   // Refinement by the reference CRM (/api/leaderboard/refine): one stream at a time, for one view;
@@ -63,6 +64,7 @@ function readForm() {
     topics: $("use-case").value.trim() ? [] : [...document.querySelectorAll("#topic-list input:checked")].map((c) => c.value),
     use_case: $("use-case").value.trim(),
     judge: state.base.judge, benchmark: state.base.benchmark, baseline: state.base.baseline,
+    calibration: state.base.calibration,
   };
 }
 
@@ -80,12 +82,13 @@ function specFromURL() {
   return {
     likes: p.getAll("likes"), avoid: p.getAll("avoid"), topics: p.getAll("topics"),
     use_case: p.get("use_case") || "", judge: p.get("judge"), benchmark: p.get("benchmark"),
-    baseline: p.get("baseline"),
+    baseline: p.get("baseline"), calibration: p.get("calibration"),
   };
 }
 
 function isCustom(spec) {
-  return spec.likes.length > 0 || spec.avoid.length > 0 || spec.topics.length > 0 || spec.use_case !== "";
+  return spec.likes.length > 0 || spec.avoid.length > 0 || spec.topics.length > 0 || spec.use_case !== ""
+    || Boolean(spec.calibration);
 }
 
 function toParams(spec) {
@@ -94,7 +97,7 @@ function toParams(spec) {
   for (const x of spec.avoid) p.append("avoid", x);
   for (const x of spec.topics) p.append("topics", x);
   if (spec.use_case) p.set("use_case", spec.use_case);
-  for (const k of ["judge", "benchmark", "baseline"]) if (spec[k]) p.set(k, spec[k]);
+  for (const k of ["judge", "benchmark", "baseline", "calibration"]) if (spec[k]) p.set(k, spec[k]);
   return p;
 }
 
@@ -793,7 +796,8 @@ async function init() {
       // the criteria and ranks them again.
       const spec = key === "benchmark" ? {likes: [], avoid: [], topics: [], use_case: ""} : readForm();
       const p = toParams({...spec, judge: key === "judge" ? $(id).value : null,
-                          benchmark: key === "benchmark" ? $(id).value : state.base.benchmark, baseline: null});
+                          benchmark: key === "benchmark" ? $(id).value : state.base.benchmark, baseline: null,
+                          calibration: null});     // a calibration belongs to one judge and one benchmark
       location.search = "?" + p.toString();
     });
   }
@@ -805,7 +809,8 @@ async function init() {
     const urlSpec = specFromURL();
     const pinned = new URLSearchParams(location.search);
     state.pinned = {judge_version: pinned.get("judge_version"), data_version: pinned.get("data_version")};
-    state.base = {judge: urlSpec.judge, benchmark: urlSpec.benchmark, baseline: urlSpec.baseline};
+    state.base = {judge: urlSpec.judge, benchmark: urlSpec.benchmark, baseline: urlSpec.baseline,
+                  calibration: urlSpec.calibration};
     const benchmark = urlSpec.benchmark || state.config.benchmark;
     state.topics = await getJSON("/api/topics?benchmark=" + encodeURIComponent(benchmark)).catch(() => []);
     renderTopics();

@@ -1,9 +1,12 @@
 // "Check the judge on your taste": 10 pairs from the chosen topics under the chosen criteria, the
-// user's votes, and the judge's agreement with them (POST /api/check/votes). Uses app.js's functions
-// ($, el, readForm, toParams, errorText, fmt), loaded before this file.
+// user's votes, and the judge's agreement with them (POST /api/check/votes); then "my calibrated judge":
+// a calibration fitted on the votes (POST /api/check/calibrate), its agreement before and after by
+// leave-one-out, the models it moved, and the board under it (state.base.calibration). Uses app.js's
+// functions ($, el, readForm, toParams, errorText, fmt, runCustom), loaded before this file.
 "use strict";
 
 const check = {spec: null, pairs: [], votes: new Map()};
+const CALIBRATION = "mine";
 
 function checkError(text) {
   $("check-error").hidden = !text;
@@ -13,7 +16,7 @@ function checkError(text) {
 async function startCheck() {
   checkError("");
   $("check-result").hidden = true;
-  check.spec = readForm();
+  check.spec = {...readForm(), calibration: null};
   check.votes = new Map();
   $("check-pairs").replaceChildren(el("p", {className: "muted", text: "Picking pairs…"}));
   try {
@@ -62,8 +65,7 @@ async function finishCheck() {
   checkError("");
   const votes = [...check.votes].map(([i, choice]) => ({query_id: check.pairs[i].query_id, model: check.pairs[i].model,
                                                        model_first: check.pairs[i].model_first, choice}));
-  const spec = {likes: check.spec.likes, avoid: check.spec.avoid, topics: check.spec.topics, use_case: check.spec.use_case};
-  for (const k of ["judge", "benchmark", "baseline"]) if (check.spec[k]) spec[k] = check.spec[k];
+  const spec = checkSpec();
   let out;
   try {
     const res = await fetch("/api/check/votes", {method: "POST", headers: {"Content-Type": "application/json"},
@@ -96,6 +98,7 @@ function renderCheck(out) {
                                     el("em", {text: out.suggestion})));
   box.replaceChildren(...items);
   box.hidden = false;
+  $("check-calibrate-row").hidden = false;
   const disagree = new Set(out.disagreements.map((d) => `${d.query_id}|${d.model}`));
   for (const card of document.querySelectorAll("#check-pairs .check-pair")) {
     const p = check.pairs[Number(card.dataset.index)];
@@ -104,7 +107,70 @@ function renderCheck(out) {
   }
 }
 
+function checkSpec() {
+  const spec = {likes: check.spec.likes, avoid: check.spec.avoid, topics: check.spec.topics, use_case: check.spec.use_case};
+  for (const k of ["judge", "benchmark", "baseline"]) if (check.spec[k]) spec[k] = check.spec[k];
+  return spec;
+}
+
+async function calibrate() {
+  checkError("");
+  $("check-calibrate").disabled = true;
+  $("check-calibration").replaceChildren(el("p", {className: "muted", text: "Fitting the judge to your votes…"}));
+  $("check-calibration").hidden = false;
+  let out;
+  try {
+    const res = await fetch("/api/check/calibrate", {method: "POST", headers: {"Content-Type": "application/json"},
+                                                     body: JSON.stringify({spec: checkSpec(), name: CALIBRATION})});
+    if (!res.ok) throw new Error(await errorText(res));
+    out = await res.json();
+  } catch (e) {
+    $("check-calibration").hidden = true;
+    checkError(e.message);
+    return;
+  } finally {
+    $("check-calibrate").disabled = false;
+  }
+  renderCalibration(out);
+  $("use-calibration").disabled = false;
+}
+
+function renderCalibration(out) {
+  const pct = (x) => x === null ? "–" : fmt(100 * x, 0) + "%";
+  const moved = out.moved.filter((m) => m.before !== m.after).slice(0, 8);
+  $("check-calibration").replaceChildren(
+    el("p", {id: "calibration-agreement"}, el("strong", {text:
+      `Your calibrated judge agrees with ${pct(out.after)} of your ${out.votes} votes, the shipped judge with ${pct(out.before)}`}),
+      " (each vote predicted from the others, never from itself)."),
+    el("ul", {id: "calibration-terms"}, ...out.terms.map((t) =>
+      el("li", {}, el("span", {text: t.term}), `: ${fmt(t.shipped, 2)} → ${fmt(t.fitted, 2)}`))),
+    moved.length ? el("p", {id: "calibration-moved"}, "Moved most: ",
+      moved.map((m) => `${m.model} ${m.before} → ${m.after}`).join("; ")) : el("p", {text: "No model changed place."}));
+}
+
+function useCalibration() {
+  state.base.calibration = $("use-calibration").checked ? CALIBRATION : null;
+  if ($("use-calibration").checked) writeForm(check.spec);    // the criteria it was fitted under
+  runCustom();
+}
+
+async function forgetVotes() {
+  checkError("");
+  const res = await fetch("/api/check/votes", {method: "DELETE"});
+  if (!res.ok) { checkError(await errorText(res)); return; }
+  const out = await res.json();
+  $("use-calibration").checked = false;
+  $("use-calibration").disabled = true;
+  $("check-calibration").replaceChildren(el("p", {text: `Deleted ${out.votes} votes` +
+    (out.calibrations.length ? " and your calibrated judge." : ".")}));
+  $("check-calibration").hidden = false;
+  if (state.base.calibration) { state.base.calibration = null; runCustom(); }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   $("check-start").addEventListener("click", startCheck);
   $("check-done").addEventListener("click", finishCheck);
+  $("check-calibrate").addEventListener("click", calibrate);
+  $("use-calibration").addEventListener("change", useCalibration);
+  $("check-forget").addEventListener("click", forgetVotes);
 });
