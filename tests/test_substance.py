@@ -118,6 +118,29 @@ def test_the_reader_sees_the_head_and_the_tail_of_a_long_answer():
     assert key("q", "a") != key("q", "a ") and key("q", long_answer) == key("q", reading_text(long_answer))
 
 
+@pytest.mark.parametrize("arch", ["bert", "llama"])
+def test_the_reader_trains_on_an_encoder_or_a_decoder_and_reloads_the_same(tmp_path, arch):
+    """The GPU recipe's code path on a tiny random backbone: an encoder reads the mean of its states, a decoder
+    (SmolLM2's family, no CLS or SEP) the state of its last token; the judge's bank reloads the saved reader on
+    the base its card names and reads the same logits."""
+    from crm_fixtures import tiny_backbone
+
+    from usl.fast.substance import SubstanceBank, SubstanceModel, train
+
+    base = tiny_backbone(tmp_path / arch, arch=arch)
+    model = SubstanceModel(base=str(base))
+    assert model.decoder == (arch != "bert")
+    ids = reading_ids(model.tok, "explain python list", "a short concise answer")
+    assert ids[-1] == model.tok.eos_token_id          # the tiny tokenizer has no SEP: its EOS stands in
+    items = [("explain python list", "a short concise answer", True), ("explain python list", "list list", False)] * 4
+    history = train(model, items, items[:2], epochs=2, batch=4)
+    assert history and all(np.isfinite(h["dev_log_loss"]) for h in history)
+    z = model.logits(["explain python list"] * 2, ["a short concise answer", "list list"])
+    model.save(tmp_path / "weights" / "substance", {"recipe": {"base": str(base)}})
+    bank = SubstanceBank(tmp_path / "weights")                   # the judge's way in: the card names the base
+    assert np.allclose(bank.read(["explain python list"] * 2, ["a short concise answer", "list list"]), z, atol=1e-5)
+
+
 # ------------------------------------------------------------------------------ on real data, for real
 
 @needs_data

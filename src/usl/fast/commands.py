@@ -233,8 +233,8 @@ def train_substance_command(
                                                         "data's alpaca_eval)."),
         out: str = typer.Option("artifacts/substance", "--out", help="Output directory (the reader, its card and "
                                                                      "the board's readings)."),
-        base: Optional[str] = typer.Option(None, help="Directory of the base encoder (default: the packaged "
-                                                      "all-MiniLM-L6-v2)."),
+        base: Optional[str] = typer.Option(None, help="The base model: a Hugging Face directory or a GGUF file "
+                                                      "(default: the packaged all-MiniLM-L6-v2)."),
         negatives: float = typer.Option(1.5, help="Non-answers made per real answer."),
         dev_queries: int = typer.Option(32, help="Training queries kept for dev (early stopping)."),
         epochs: int = typer.Option(2, help="Epochs."),
@@ -266,11 +266,11 @@ def train_substance_command(
         order = rng.permutation(len(queries))
         dev_q = [queries[i] for i in order[:dev_queries]]
         train_q = [queries[i] for i in order[dev_queries:]]
-        as_tuples = lambda items: [(i.query, i.text, i.answers) for i in items]
         train_items = data.examples(outputs.answers, train_q, rng, negatives_per_answer=negatives)
         dev_items = data.examples(outputs.answers, dev_q, rng)
         model = substance.SubstanceModel(base=base).to(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
         typer.echo(f"{len(train_items)} training items, {len(dev_items)} dev items on {model.device}")
+        as_tuples = lambda items: [(i.query, i.text, i.answers) for i in items]
         history = substance.train(model, as_tuples(train_items), as_tuples(dev_items), epochs=epochs, batch=batch,
                                   lr=lr, seed=seed)
         board = {m: outputs.answers[m] for m in outputs.board_models if m in outputs.answers}
@@ -287,8 +287,9 @@ def train_substance_command(
                                          if (a := outputs.answers.get(m, {}).get(q))))
         zb = model.logits([q for q, _ in board_pairs], [a for _, a in board_pairs], batch=256)
         folder = Path(out)
-        card = {"recipe": {"negatives": negatives, "dev_queries": dev_queries, "epochs": epochs, "lr": lr,
-                           "batch": batch, "seed": seed, "lora_r": 16, "targets": list(substance.TARGETS),
+        card = {"recipe": {"base": base or substance.DEFAULT_BASE, "negatives": negatives,
+                           "dev_queries": dev_queries, "epochs": epochs, "lr": lr, "batch": batch, "seed": seed, "lora_r": 16,
+                           "targets": sorted(model.encoder.peft_config["default"].target_modules),
                            "tokens": [substance.QUERY_TOKENS, substance.HEAD_TOKENS, substance.TAIL_TOKENS]},
                 "data": {"train_items": len(train_items), "dev_items": len(dev_items), "train_queries": len(train_q)},
                 "history": history, "board_test": by_kind, "seconds": round(time.time() - t0, 1)}

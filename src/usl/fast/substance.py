@@ -37,6 +37,7 @@ BOARD_FILE = "substance-board.npz"
 CALIBRATION_FILE = "calibration.json"
 QUERY_TOKENS, HEAD_TOKENS, TAIL_TOKENS = 64, 160, 32
 TARGETS = ("query", "key", "value", "dense")
+DEFAULT_BASE = "all-MiniLM-L6-v2"   # the packaged encoder; a reader's card names any other base it was trained on
 Progress = Callable[[int, int], None]
 
 
@@ -47,12 +48,18 @@ def reading_text(answer: str, head: int = 1200, tail: int = 300) -> str:
 
 
 def reading_ids(tok, query: str, answer: str) -> list[int]:
-    """``[CLS] query [SEP] answer-head answer-tail [SEP]`` token ids."""
+    """``[CLS] query [SEP] answer-head answer-tail [SEP]`` token ids; a decoder's tokenizer, which has no
+    CLS or SEP, gets its BOS (when it has one) and EOS in their places."""
     q = tok(query, add_special_tokens=False)["input_ids"][:QUERY_TOKENS]
     a = tok(reading_text(answer), add_special_tokens=False)["input_ids"]
     if len(a) > HEAD_TOKENS + TAIL_TOKENS:
         a = a[:HEAD_TOKENS] + a[-TAIL_TOKENS:]
-    return [tok.cls_token_id] + q + [tok.sep_token_id] + a + [tok.sep_token_id]
+    first = tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id
+    return ([first] if first is not None else []) + q + [_sep(tok)] + a + [_sep(tok)]
+
+
+def _sep(tok) -> int:
+    return tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
 
 
 def key(query: str, answer: str) -> str:
@@ -70,13 +77,22 @@ class SubstanceModel:
     def __init__(self, folder: str | Path | None = None, base: str | None = None, lora_r: int = 16):
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
         from usl.data.embed import encoder_path
 
-        base = base or encoder_path()
-        self.tok = AutoTokenizer.from_pretrained(base)
-        enc = AutoModel.from_pretrained(base)
+        base = str(base or encoder_path())
+        if base.endswith(".gguf"):   # the offline decoders ship as GGUF files
+            where, gguf = str(Path(base).parent), Path(base).name
+            self.tok = AutoTokenizer.from_pretrained(where, gguf_file=gguf)
+            # AutoModel would miss every tensor (they are named for the LM); the LM's body is the same model
+            enc = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf).base_model
+        else:
+            self.tok = AutoTokenizer.from_pretrained(base)
+            enc = AutoModel.from_pretrained(base)
+        # an encoder (BERT-like: token types) reads the mean of its states; a decoder, whose last state has
+        # seen everything, reads that one
+        self.decoder = not getattr(enc.config, "type_vocab_size", 0)
         self.head = torch.nn.Linear(enc.config.hidden_size, 1)
         if folder is not None:
             folder = Path(folder)
@@ -84,8 +100,10 @@ class SubstanceModel:
             from safetensors.torch import load_file
             self.head.load_state_dict(load_file(str(folder / "head.safetensors")))
         else:
+            names = {n.rsplit(".", 1)[-1] for n, _ in enc.named_modules()}
+            targets = list(TARGETS) if set(TARGETS) <= names else "all-linear"
             self.encoder = get_peft_model(enc, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.05,
-                                                          target_modules=list(TARGETS)))
+                                                          target_modules=targets))
         self.device = torch.device("cpu")
 
     def to(self, device) -> SubstanceModel:
@@ -104,9 +122,13 @@ class SubstanceModel:
         for i, row in enumerate(ids):
             x[i, :len(row)] = torch.tensor(row)
             mask[i, :len(row)] = 1
-            types[i, row.index(self.tok.sep_token_id) + 1:len(row)] = 1
-        x, mask, types = x.to(self.device), mask.to(self.device), types.to(self.device)
-        h = self.encoder(input_ids=x, attention_mask=mask, token_type_ids=types).last_hidden_state
+            if not self.decoder:
+                types[i, row.index(_sep(self.tok)) + 1:len(row)] = 1
+        x, mask = x.to(self.device), mask.to(self.device)
+        if self.decoder:   # right-padded: the last real token of each row
+            h = self.encoder(input_ids=x, attention_mask=mask).last_hidden_state
+            return self.head(h[torch.arange(len(ids), device=self.device), mask.sum(1) - 1]).squeeze(-1)
+        h = self.encoder(input_ids=x, attention_mask=mask, token_type_ids=types.to(self.device)).last_hidden_state
         m = mask.unsqueeze(-1).to(h.dtype)
         return self.head((h * m).sum(1) / m.sum(1)).squeeze(-1)
 
@@ -219,7 +241,9 @@ class SubstanceBank:
         todo = {k: (q, a) for k, q, a in zip(keys, queries, answers) if k not in self.z}
         if todo:
             if self._model is None:
-                self._model = SubstanceModel(self.folder)
+                card = self.folder / "card.json"
+                base = json.loads(card.read_text()).get("recipe", {}).get("base") if card.is_file() else None
+                self._model = SubstanceModel(self.folder, base=None if base in (None, DEFAULT_BASE) else base)
             pairs = list(todo.values())
             z = self._model.logits([q for q, _ in pairs], [a for _, a in pairs], progress=progress)
             fresh = dict(zip(todo, z.tolist()))
