@@ -125,10 +125,12 @@ class FastJudge:
             reader.read(["warm-up"])
 
     def criterion_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
-                         baseline_answers: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+                         baseline_answers: Sequence[str], progress: Progress | None = None
+                         ) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Per-criterion logit contributions (k, n) and the answer-quality term (n,) for model vs baseline.
         With a quality gate (``quality_gate.py``) each criterion's row also holds its share of the quality
-        reader's reading of the pair: the rows and the term still sum to the decision's logit."""
+        reader's reading of the pair: the rows and the term still sum to the decision's logit. Pairs with
+        no stored reading are read first, ``progress`` called about every second (raising from it stops)."""
         crit = criteria.as_list() or list(QUALITY_CRITERIA)
         rows_a, rows_b = self.bank.rows(queries, model_answers), self.bank.rows(queries, baseline_answers)
         ra, rb = torch.from_numpy(rows_a), torch.from_numpy(rows_b)
@@ -140,7 +142,7 @@ class FastJudge:
             qual = (self.model.beta * (A.quality[ra] - A.quality[rb])).numpy()
         if self.quality is not None:
             a, b = self.quality.gate.weights(*self._kinds_and_signs(crit))              # (k,), (k,)
-            q = self.quality.readings(queries, model_answers, baseline_answers)         # (n,)
+            q = self.quality.readings(queries, model_answers, baseline_answers, progress, fine=True)  # (n,)
             per = a.mean() * per + (b[:, None] / len(crit)) * q[None, :]
             qual = a.mean() * qual
         if self.substance is not None:   # the verdict moved by substance first: a term of its own
@@ -189,9 +191,9 @@ class FastJudge:
 
     # -- the Judge protocol ------------------------------------------------------------------------
     def judge_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
-                     baseline_answers: Sequence[str]) -> np.ndarray:
+                     baseline_answers: Sequence[str], progress: Progress | None = None) -> np.ndarray:
         """P(model answer beats baseline answer), shape (n,); both orders agree by construction."""
-        _, per, qual = self.criterion_matrix(criteria, queries, model_answers, baseline_answers)
+        _, per, qual = self.criterion_matrix(criteria, queries, model_answers, baseline_answers, progress)
         return 1.0 / (1.0 + np.exp(-(per.sum(0) + qual)))
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
