@@ -74,7 +74,7 @@ class FastJudge:
         self.static = StaticEmbedder(cache / "static", idf=self.model.idf.numpy())
         if hasattr(self.model.register, "set_cache_dir"):
             self.model.register.set_cache_dir(cache / "style")
-        self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register)
+        self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register, shipped=self.weights)
         adapter = self.weights / ADAPTER_DIR
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
         for reader in self.model.readers if not adapter.exists() else ():  # the same frozen MiniLM: one copy
