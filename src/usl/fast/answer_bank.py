@@ -10,7 +10,7 @@ with a hash of each (query, answer). A restart loads a benchmark's rows in well 
 benchmark that gains a model computes that model's answers alone (a cache keyed by the whole answer
 set would recompute all 21k). Many small segments are merged into one now and then.
 
-An answer's features (style features and register scores, nine tenths of the time to read a new
+An answer's features (style features and register scores, three quarters of the time to read a new
 answer) depend on its text alone: the default board's are shipped beside the weights
 (``features-board-<layout>.npz``, written by ``scripts/ship_board_readings.py``), so a first start
 computes only their vectors. A table of another layout (other features or register scorer) is
