@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 BANK_FORMAT = "usl-quality-bank/1"
 Reader = Callable[[Sequence[str], Sequence[str], Sequence[str]], np.ndarray]
 Progress = Callable[[int, int], None]
-# pairs the shipped reader reads in about a second on two cores (0.5-0.7 s each, both orders: a batch of
-# 2 took 1.1-1.4 s): how often a reading that its requester may stop reports progress
+# pairs a reading that its requester may stop reads between two progress calls: the shipped reader's
+# longest call of 2 pairs took 1.3-1.9 s on 2 shared cores (of 4: 2.6 s; of 16: 5.3-5.8 s), at 1.2-1.6
+# pairs/s against 2.8-3.0 in calls of 16 (scripts/bench_quality_reader.py --pairs 32 --call-pairs N)
 FINE_BATCH = 2
 
 
@@ -329,8 +330,7 @@ class QualityReading:
         """``Q(answer, baseline)`` of each pair; pairs not stored are read now and stored, a batch at a
         time, ``progress(done, total)`` after each. ``fine``: the caller stops the reading by raising
         from ``progress`` (a leaderboard request whose client left), so a local reader reads
-        :data:`FINE_BATCH` pairs a batch, about a second, instead of 16 (faster a pair: 32 pairs took 5.2-10.4 s
-        in batches of 16 against 10.8-14.1 s in batches of 2, on 2 shared cores)."""
+        :data:`FINE_BATCH` pairs a batch, about a second, instead of 16: stopped sooner, read slower."""
         key = (len(queries), hash(tuple(queries)), hash(tuple(answers)), hash(tuple(baselines)))
         if key in self._memo:
             return self._memo[key]
