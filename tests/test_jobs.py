@@ -131,7 +131,7 @@ def test_uncacheable_judge_skips_the_store_and_matrix_path_is_used(store):
         def judge(self, requests):
             raise AssertionError("judge_matrix must be preferred")
 
-        def judge_matrix(self, criteria, queries, model_answers, baseline_answers):
+        def judge_matrix(self, criteria, queries, model_answers, baseline_answers, progress=None):
             Fast.seen += len(queries)
             return np.array([len(m.split()) > len(b.split()) for m, b in zip(model_answers, baseline_answers)],
                             float)

@@ -91,3 +91,17 @@ def test_a_failing_llm_ends_in_one_line_naming_the_server_and_status(home, faili
             fake.close()
     line = error_line(r)
     assert needle in line and "rerun to resume" in line
+
+
+def test_compare_without_a_server_asks_as_rank_does(home, api):
+    judge = reader(api.url, "compare-model")
+    args = ["compare", "--benchmark", "tiny", "--judge", judge, "--no-server", "--n-bootstrap", "50",
+            "--a-criteria", "short answers", "--b-criteria", "long answers"]
+    r = usl(home, *args)
+    line = error_line(r)
+    assert f"this would send {2 * PAIRS} requests" in line and "add --yes" in line
+    assert f"the board lacks {PAIRS} quality readings" in r.output
+    assert api.calls == 0
+    r = usl(home, *args, "--yes")
+    assert r.exit_code == 0, r.output
+    assert api.calls == 2 * PAIRS and "Kendall tau" in r.stdout      # both boards from one reading of the pairs

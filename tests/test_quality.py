@@ -60,6 +60,31 @@ def test_fill_reads_each_pair_once_and_resumes_after_a_crash(tmp_path):
     assert len(QualityBank.load(path)) == 10
 
 
+def test_fill_stops_when_progress_raises_and_keeps_what_it_read(tmp_path):
+    """How a leaderboard job nobody waits for stops reading: its progress callback raises."""
+    queries, answers, baselines = ([f"{c}{i}" for i in range(10)] for c in "qab")
+    read: list[str] = []
+    calls: list[tuple[int, int]] = []
+
+    def stop_after_first_batch(done, total):
+        calls.append((done, total))
+        if done > 0:
+            raise KeyboardInterrupt("nobody waits")
+
+    path = tmp_path / "home.npz"
+    with pytest.raises(KeyboardInterrupt):
+        fill(QualityBank.empty("r"), lambda q, a, b: (read.extend(q), np.zeros(len(q)))[1], queries, answers,
+             baselines, path=path, batch=3, progress=stop_after_first_batch)
+    assert calls == [(0, 10), (3, 10)] and read == queries[:3]
+    assert len(QualityBank.load(path)) == 3       # saved though under save_every: the next fill reads the rest
+
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):        # a job already stopped reads nothing
+        fill(QualityBank.load(path), lambda q, a, b: (read.extend(q), np.zeros(len(q)))[1], queries, answers,
+             baselines, path=path, batch=3, progress=lambda d, t: stop_after_first_batch(d + 1, t))
+    assert calls == [(1, 7)] and read == queries[:3]
+
+
 def _planted(n: int, seed: int) -> tuple[list[GateSample], np.ndarray]:
     """Criteria of kind 'quality' (1) whose label follows Q, of kind 'style' (0) whose label follows the
     fast reading; half the wordings are 'Avoid:' ones, which never ask for quality."""

@@ -17,6 +17,8 @@ from usl.cli.common import user_errors as _user_errors
 FORMATS = ("table", "json", "csv", "md")
 SERVER_HELP = ("Rank through a `usl serve` running on this data directory when there is one (the same board, "
                "without loading the judge here).")
+YES_HELP = ("A judge whose quality reader is an LLM (default:quality=llm:...): send the readings the board "
+            "lacks without asking (scripts).")
 
 
 @contextlib.contextmanager
@@ -86,9 +88,7 @@ def rank(ctx: typer.Context,
                                                                    "fitted on your votes (`usl calibrate NAME`); "
                                                                    "without --criteria, under its criteria."),
          use_server: bool = typer.Option(True, "--server/--no-server", help=SERVER_HELP),
-         yes: bool = typer.Option(False, "--yes", "-y", help="A judge whose quality reader is an LLM "
-                                                             "(default:quality=llm:...): send the readings the "
-                                                             "board lacks without asking (scripts)."),
+         yes: bool = typer.Option(False, "--yes", "-y", help=YES_HELP),
          ) -> None:
     with user_errors():
         if fmt not in FORMATS:
@@ -118,9 +118,7 @@ def rank(ctx: typer.Context,
         board = remote.rank(spec) if remote is not None else None
         svc = None
         if board is None:
-            spec = _checked(ctx, spec)
-            svc = _service(ctx)
-            _confirm_llm_readings(svc, spec, yes)
+            svc, (spec,) = _here(ctx, [spec], yes)
             if refine is not None:
                 svc.judge(refine)      # a wrong reference fails now, not after the fast board
             with _progress() as progress:
@@ -173,6 +171,7 @@ def compare(ctx: typer.Context,
             seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
             as_json: bool = typer.Option(False, "--json", help="Print JSON: {a, b, kendall_tau, spearman_rho, warnings}."),
             use_server: bool = typer.Option(True, "--server/--no-server", help=SERVER_HELP),
+            yes: bool = typer.Option(False, "--yes", "-y", help=YES_HELP),
             ) -> None:
     with user_errors():
         if not (a_criteria or a_avoid) or not (b_criteria or b_avoid):
@@ -184,8 +183,7 @@ def compare(ctx: typer.Context,
         remote = _remote(ctx) if use_server else None
         cmp = remote.compare(sa, sb) if remote is not None else None
         if cmp is None:
-            sa, sb = _checked(ctx, sa), _checked(ctx, sb)
-            svc = _service(ctx)
+            svc, (sa, sb) = _here(ctx, [sa, sb], yes)
             with _progress() as progress:
                 svc.rank(sa, progress=progress)
                 svc.rank(sb, progress=progress)
@@ -261,6 +259,16 @@ def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=Non
                                calibration=calibration, **kw)
     except InputError as e:
         raise ValueError(e.named({**OPTIONS, "criteria.likes": options[0], "criteria.avoid": options[1]})) from None
+
+
+def _here(ctx: typer.Context, specs: list, yes: bool):
+    """The boards of ``specs`` ranked in this process (no server): (the service, the specs with their
+    names checked against the store). What they would send an LLM is shown and confirmed first."""
+    specs = [_checked(ctx, s) for s in specs]
+    svc = _service(ctx)
+    for spec in {(s.judge, s.benchmark, s.baseline): s for s in specs}.values():     # one board's pairs each
+        _confirm_llm_readings(svc, spec, yes)
+    return svc, specs
 
 
 def _confirm_llm_readings(svc, spec, yes: bool) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Sequence
@@ -36,6 +37,10 @@ log = logging.getLogger(__name__)
 BANK_FORMAT = "usl-quality-bank/1"
 Reader = Callable[[Sequence[str], Sequence[str], Sequence[str]], np.ndarray]
 Progress = Callable[[int, int], None]
+# pairs a reading that its requester may stop reads between two progress calls: the shipped reader's
+# longest call of 2 pairs took 1.3-1.9 s on 2 shared cores (of 4: 2.6 s; of 16: 5.3-5.8 s), at 1.2-1.6
+# pairs/s against 2.8-3.0 in calls of 16 (scripts/bench_quality_reader.py --pairs 32 --call-pairs N)
+FINE_BATCH = 2
 
 
 class QualityBank:
@@ -115,25 +120,30 @@ def fill(bank: QualityBank, read: Reader, queries: Sequence[str], answers: Seque
          baselines: Sequence[str], *, path: Path | None = None, batch: int = 64, save_every: int = 512,
          progress: Progress | None = None) -> np.ndarray:
     """Read the pairs ``bank`` lacks with ``read`` (a batch at a time), store them, and return
-    every pair's reading. With ``path`` the bank is saved every ``save_every`` new pairs and at
-    the end, so a killed fill loses at most that many."""
+    every pair's reading. ``progress(done, total)`` before the first batch and after each; raising
+    from it stops the fill. With ``path`` the bank is saved every ``save_every`` new pairs and at
+    the end, stopped or not, so a killed fill loses at most that many."""
     have = bank.lookup(queries, answers, baselines)
     todo = [i for i in np.flatnonzero(np.isnan(have))]
     seen: dict[bytes, int] = {}
     todo = [i for i in todo if seen.setdefault(pair_key(queries[i], answers[i], baselines[i]), i) == i]
+    if progress and todo:
+        progress(0, len(todo))      # a caller that stops by raising from it stops before the first batch
     unsaved = 0
-    for k in range(0, len(todo), batch):
-        idx = todo[k:k + batch]
-        vals = read([queries[i] for i in idx], [answers[i] for i in idx], [baselines[i] for i in idx])
-        bank.add([pair_key(queries[i], answers[i], baselines[i]) for i in idx], np.asarray(vals))
-        unsaved += len(idx)
-        if progress:
-            progress(min(k + batch, len(todo)), len(todo))
-        if path is not None and unsaved >= save_every:
+    try:
+        for k in range(0, len(todo), batch):
+            idx = todo[k:k + batch]
+            vals = read([queries[i] for i in idx], [answers[i] for i in idx], [baselines[i] for i in idx])
+            bank.add([pair_key(queries[i], answers[i], baselines[i]) for i in idx], np.asarray(vals))
+            unsaved += len(idx)
+            if progress:
+                progress(min(k + batch, len(todo)), len(todo))
+            if path is not None and unsaved >= save_every:
+                _save_shared(bank, path)
+                unsaved = 0
+    finally:        # stopped (a request that left, Ctrl-C) or done: what was read is kept
+        if path is not None and unsaved:
             _save_shared(bank, path)
-            unsaved = 0
-    if path is not None and unsaved:
-        _save_shared(bank, path)
     return bank.lookup(queries, answers, baselines)
 
 
@@ -242,6 +252,11 @@ class QualityReading:
         self._memo: dict[tuple[int, int, int, int], np.ndarray] = {}
         self._path = home_path(paths.cache_dir(home), gate.reader_identity)
         self._stamp: int | None = None   # the home file's mtime when last merged
+        # one reading at a time: two boards of the same new pairs (a board and its default, in one request)
+        # read them once, the second waiting for the first; and the bank grows from one thread
+        self._reading = threading.Lock()
+        # a reader of this machine (a CRM) spends its CPU here; an LLM's are requests over the network
+        self.local = gate.reader.partition(":")[0] in ("quality", "crm")
 
     @classmethod
     def for_weights(cls, weights: Path, home: str | Path | None, reader: str = "") -> QualityReading | None:
@@ -258,7 +273,7 @@ class QualityReading:
             from usl.judges.registry import load_judge
 
             # 16 pairs a forward: 1.6 pairs/s on 2 busy cores against 4 (scripts/bench_quality_reader.py)
-            options = {"batch_size": 16} if self.gate.reader.partition(":")[0] in ("quality", "crm") else {}
+            options = {"batch_size": 16} if self.local else {}
             self._reader = load_judge(self.gate.reader, home=None if self.home is None else str(self.home),
                                       **options)
             if self._reader.identity != self.gate.reader_identity:
@@ -295,10 +310,9 @@ class QualityReading:
         from usl.crm.inference import model_dir_of
         from usl.judges.registry import load_judge
 
-        spec = self.gate.reader
-        if spec.partition(":")[0] not in ("quality", "crm"):
+        if not self.local:
             return []
-        path = getattr(load_judge(spec), "path", None)   # cheap: a CRM judge loads its weights lazily
+        path = getattr(load_judge(self.gate.reader), "path", None)   # cheap: a CRM judge loads its weights lazily
         return sorted(model_dir_of(path).glob("bank-*.npz")) if path else []
 
     def missing(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str]) -> int:
@@ -312,8 +326,11 @@ class QualityReading:
         return have
 
     def readings(self, queries: Sequence[str], answers: Sequence[str], baselines: Sequence[str],
-                 progress: Progress | None = None) -> np.ndarray:
-        """``Q(answer, baseline)`` of each pair; pairs not stored are read now and stored."""
+                 progress: Progress | None = None, fine: bool = False) -> np.ndarray:
+        """``Q(answer, baseline)`` of each pair; pairs not stored are read now and stored, a batch at a
+        time, ``progress(done, total)`` after each. ``fine``: the caller stops the reading by raising
+        from ``progress`` (a leaderboard request whose client left), so a local reader reads
+        :data:`FINE_BATCH` pairs a batch, about a second, instead of 16: stopped sooner, read slower."""
         key = (len(queries), hash(tuple(queries)), hash(tuple(answers)), hash(tuple(baselines)))
         if key in self._memo:
             return self._memo[key]
@@ -325,8 +342,9 @@ class QualityReading:
         if progress is None:
             progress = lambda done, total: log.info("quality readings: %d / %d pairs", done, total)  # noqa: E731
         reader = self.reader
-        got = fill(self.bank, lambda q, a, b: judge_readings(reader, q, a, b), queries, answers, baselines,
-                   path=self._path, batch=16, progress=progress)
+        with self._reading:
+            got = fill(self.bank, lambda q, a, b: judge_readings(reader, q, a, b), queries, answers, baselines,
+                       path=self._path, batch=FINE_BATCH if fine and self.local else 16, progress=progress)
         return self._remember(key, got)
 
     def _remember(self, key: tuple[int, int, int, int], values: np.ndarray) -> np.ndarray:

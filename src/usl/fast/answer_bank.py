@@ -9,6 +9,12 @@ register scorer) of segment files, each holding the rows of the answers first co
 with a hash of each (query, answer). A restart loads a benchmark's rows in well under a second, and a
 benchmark that gains a model computes that model's answers alone (a cache keyed by the whole answer
 set would recompute all 21k). Many small segments are merged into one now and then.
+
+An answer's features (style features and register scores, three quarters of the time to read a new
+answer) depend on its text alone: the default board's are shipped beside the weights
+(``features-board-<layout>.npz``, written by ``scripts/ship_board_readings.py``), so a first start
+computes only their vectors. A table of another layout (other features or register scorer) is
+not found by its name, and the features are computed.
 """
 
 from __future__ import annotations
@@ -25,18 +31,22 @@ from usl import atomic
 from usl.fast.features import FEATURES, style_features
 from usl.fast.register import RegisterScorer
 from usl.fast.static_embed import StaticEmbedder
+from usl.fast.style_scorer import read_table, text_key, write_table
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 BANK_VERSION = "bank-v2"
 MAX_SEGMENTS = 8   # more segment files than this are merged into one
+SHIPPED_FEATURES = "features-board-{layout}.npz"
 
 
 class AnswerBank:
     def __init__(self, static: StaticEmbedder, cache_dir: str | Path | None = None, chunk: int = 2000,
-                 register: RegisterScorer | None = None, register_overrides: dict[str, np.ndarray] | None = None):
+                 register: RegisterScorer | None = None, register_overrides: dict[str, np.ndarray] | None = None,
+                 shipped: str | Path | None = None):
         """``register_overrides``: answer text -> register scores to use instead of the scorer's
-        (training uses it for cross-fitted scores of the answers the scorer was fitted on)."""
+        (training uses it for cross-fitted scores of the answers the scorer was fitted on).
+        ``shipped``: the folder of the weights, where the default board's features may be."""
         self.static = static
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.chunk = chunk
@@ -47,6 +57,8 @@ class AnswerBank:
         self.r = np.zeros((0, 384), np.float32)
         self.feats = np.zeros((0, len(self.feature_names)), np.float32)
         self.cos_q = np.zeros((0,), np.float32)
+        self.shipped = Path(shipped) if shipped else None
+        self._known: dict[bytes, np.ndarray] | None = None     # answer text key -> features, shipped
 
     def __len__(self) -> int:
         return len(self._index)
@@ -76,14 +88,16 @@ class AnswerBank:
             self._save_segment(folder, new or keys)
         return rows
 
-    def _cache_folder(self) -> Path | None:
-        if self.cache_dir is None:
-            return None
+    def layout(self) -> str:
+        """Names what a row holds: the bank's version, its features and the register scorer's weights."""
         h = hashlib.sha256(BANK_VERSION.encode())
         h.update(",".join(self.feature_names).encode())
         if self.register is not None:
             h.update(self.register.fingerprint.encode())
-        return self.cache_dir / f"bank_{h.hexdigest()[:20]}"
+        return h.hexdigest()[:20]
+
+    def _cache_folder(self) -> Path | None:
+        return None if self.cache_dir is None else self.cache_dir / f"bank_{self.layout()}"
 
     def _load_whole_set(self, keys: list[tuple[str, str]]) -> None:
         """Rows from a cache in the ``bank-v1`` layout (one file per answer set), so that a data directory
@@ -172,6 +186,44 @@ class AnswerBank:
         self._append(keys, np.concatenate(rs), np.concatenate(fs), np.concatenate(cs))
 
     def _features(self, answers: list[str]) -> np.ndarray:
+        """(n, len(feature_names)): the shipped row of each answer that has one, the others computed."""
+        known = self._shipped_features()
+        keys = [text_key(a) for a in answers] if known else []
+        todo = [i for i, k in enumerate(keys) if k not in known] if known else list(range(len(answers)))
+        if len(todo) == len(answers):
+            return self._compute_features(answers)
+        out = np.stack([known.get(k, np.zeros(len(self.feature_names), np.float32)) for k in keys])
+        if todo:
+            out[todo] = self._compute_features([answers[i] for i in todo])
+        return out
+
+    def _shipped_features(self) -> dict[bytes, np.ndarray]:
+        if self._known is None:
+            path = self.shipped / SHIPPED_FEATURES.format(layout=self.layout()) if self.shipped else None
+            self._known = {}
+            if path is not None and path.is_file() and not self.register_overrides:
+                try:
+                    self._known = read_table(path, len(self.feature_names))
+                except ValueError as e:       # a damaged install: the features are computed
+                    log.warning("%s", e)
+        return self._known
+
+    def save_shipped(self, answers: Sequence[str], folder: str | Path) -> Path:
+        """Write the features of ``answers`` (a benchmark's, read by this bank) as the table a bank of
+        this layout finds in ``folder``; tables of other layouts there are removed (they would never
+        be read again)."""
+        folder = Path(folder)
+        path = folder / SHIPPED_FEATURES.format(layout=self.layout())
+        keys = list(dict.fromkeys(answers))
+        feats = self._compute_features(keys)
+        table = dict(zip((text_key(a) for a in keys), feats))
+        for old in folder.glob(SHIPPED_FEATURES.format(layout="*")):
+            if old != path:
+                old.unlink()
+        write_table(path, table)
+        return path
+
+    def _compute_features(self, answers: list[str]) -> np.ndarray:
         f = style_features(answers)
         if self.register is None:
             return f

@@ -186,7 +186,7 @@ class FactoredJudge:
         return c
 
     # -- filling the bank ----------------------------------------------------------------------
-    def _add(self, pairs: list[tuple[str, str, str]], keys: list[bytes]) -> None:
+    def _add(self, pairs: list[tuple[str, str, str]], keys: list[bytes], progress=None) -> None:
         """Read ``pairs`` and store them in this data directory's bank, :data:`SAVE_EVERY` pairs at
         a time (under a file lock: another process may be adding too): a killed run keeps what it
         read, and the next one reads only the rest."""
@@ -209,6 +209,8 @@ class FactoredJudge:
             if self._head is not None:
                 self._head = self._head.extended(self._bank)
             log.info("read %d / %d answer pairs", start + len(chunk), len(pairs))
+            if progress:
+                progress(start + len(chunk), len(pairs))
 
     def _lookup(self, trip: list[tuple[str, str, str]]) -> tuple[np.ndarray, np.ndarray]:
         """Bank rows and signs (-1: not stored). Found pairs are remembered by their texts (Python
@@ -251,7 +253,7 @@ class FactoredJudge:
 
     # -- the Judge protocol ----------------------------------------------------------------------
     def _rows(self, queries: Sequence[str], model_answers: Sequence[str],
-              baseline_answers: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+              baseline_answers: Sequence[str], progress=None) -> tuple[np.ndarray, np.ndarray]:
         """Bank row and sign of every pair, reading (and storing) the pairs the bank lacks; a pair
         asked in both orientations is read once."""
         from usl.crm.factored import pair_key
@@ -266,17 +268,18 @@ class FactoredJudge:
                 k, ks = pair_key(q, a, b), pair_key(q, b, a)
                 if k not in first and ks not in first:
                     first[k] = i
-            self._add([trip[i] for i in first.values()], list(first))
+            self._add([trip[i] for i in first.values()], list(first), progress)
             rows, sign = self._lookup(trip)
             if (rows < 0).any():
                 raise RuntimeError(f"{int((rows < 0).sum())} answer pairs still have no vectors after reading them")
         return rows, sign
 
     def judge_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
-                     baseline_answers: Sequence[str]) -> np.ndarray:
-        """P(model answer beats baseline answer), shape (n,), both orders averaged."""
+                     baseline_answers: Sequence[str], progress=None) -> np.ndarray:
+        """P(model answer beats baseline answer), shape (n,), both orders averaged; ``progress`` after
+        each stored batch of pairs read first."""
         with self._lock:
-            rows, sign = self._rows(queries, model_answers, baseline_answers)
+            rows, sign = self._rows(queries, model_answers, baseline_answers, progress)
             head, c = self.head(), self.criteria_vector(tuple(criteria.as_list()) or NEUTRAL)
         return 1.0 / (1.0 + np.exp(-sign * head.logits(c, rows)))
 

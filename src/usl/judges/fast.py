@@ -74,7 +74,7 @@ class FastJudge:
         self.static = StaticEmbedder(cache / "static", idf=self.model.idf.numpy())
         if hasattr(self.model.register, "set_cache_dir"):
             self.model.register.set_cache_dir(cache / "style")
-        self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register)
+        self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register, shipped=self.weights)
         adapter = self.weights / ADAPTER_DIR
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
         for reader in self.model.readers if not adapter.exists() else ():  # the same frozen MiniLM: one copy
@@ -125,10 +125,12 @@ class FastJudge:
             reader.read(["warm-up"])
 
     def decision_terms(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
-                       baseline_answers: Sequence[str]) -> DecisionTerms:
+                       baseline_answers: Sequence[str], progress: Progress | None = None) -> DecisionTerms:
         """The terms the decision's logit sums, for model vs baseline (``DecisionTerms``): each criterion's
         reading (k, n), each criterion's share of the quality reader's reading (k, n) (zero without a
-        quality gate, ``quality_gate.py``) and the answers' own quality with substance first (n,)."""
+        quality gate, ``quality_gate.py``) and the answers' own quality with substance first (n,). Pairs with
+        no stored quality reading are read first, ``progress`` called about every second (raising from it
+        stops)."""
         crit = criteria.as_list() or list(QUALITY_CRITERIA)
         rows_a, rows_b = self.bank.rows(queries, model_answers), self.bank.rows(queries, baseline_answers)
         ra, rb = torch.from_numpy(rows_a), torch.from_numpy(rows_b)
@@ -141,7 +143,7 @@ class FastJudge:
         reading = np.zeros_like(per)
         if self.quality is not None:
             a, b = self.quality.gate.weights(*self._kinds_and_signs(crit))              # (k,), (k,)
-            q = self.quality.readings(queries, model_answers, baseline_answers)         # (n,)
+            q = self.quality.readings(queries, model_answers, baseline_answers, progress, fine=True)  # (n,)
             per, qual = a.mean() * per, a.mean() * qual
             reading = (b[:, None] / len(crit)) * q[None, :]
         if self.substance is not None:   # the verdict moved by substance first: a term of its own
@@ -151,11 +153,12 @@ class FastJudge:
         return DecisionTerms(tuple(crit), per, reading, qual)
 
     def criterion_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
-                         baseline_answers: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+                         baseline_answers: Sequence[str], progress: Progress | None = None
+                         ) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Per-criterion logit contributions (k, n) and the answer-quality term (n,) for model vs baseline.
         With a quality gate each criterion's row also holds its share of the quality reader's reading of
         the pair: the rows and the term still sum to the decision's logit."""
-        t = self.decision_terms(criteria, queries, model_answers, baseline_answers)
+        t = self.decision_terms(criteria, queries, model_answers, baseline_answers, progress)
         return list(t.criteria), t.criteria_rows + t.quality_rows, t.answer
 
     def _substance(self, rows: np.ndarray, queries: Sequence[str], answers: Sequence[str],
@@ -198,9 +201,9 @@ class FastJudge:
 
     # -- the Judge protocol ------------------------------------------------------------------------
     def judge_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
-                     baseline_answers: Sequence[str]) -> np.ndarray:
+                     baseline_answers: Sequence[str], progress: Progress | None = None) -> np.ndarray:
         """P(model answer beats baseline answer), shape (n,); both orders agree by construction."""
-        logit = self.decision_terms(criteria, queries, model_answers, baseline_answers).logit
+        logit = self.decision_terms(criteria, queries, model_answers, baseline_answers, progress).logit
         return 1.0 / (1.0 + np.exp(-logit))
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:

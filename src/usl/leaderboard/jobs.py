@@ -13,9 +13,11 @@ Three ways to obtain verdicts, chosen by what the judge offers (never by its nam
 - ``judge.judge(requests)`` (the protocol): batches of ``batch_size`` requests; each finished
   batch is committed to the judgment cache before the next starts, so a killed job resumes where
   it stopped and re-running a finished job judges nothing.
-- ``judge.judge_matrix(criteria, queries, model_answers, baseline_answers) -> (n,) array`` (an
-  optional fast path for vectorised judges): already averaged over both orders; cached with
-  order code ``BOTH_ORDERS``.
+- ``judge.judge_matrix(criteria, queries, model_answers, baseline_answers, progress) -> (n,) array``
+  (an optional fast path for vectorised judges): already averaged over both orders; cached with
+  order code ``BOTH_ORDERS``. A judge that reads something slow first (the default judge's quality
+  readings of new pairs) calls ``progress`` between its batches, which is where a job nobody waits
+  for is stopped (the callback raises).
 - ``judge.cacheable = False``: the judge is cheaper to rerun than the SQLite cache is to read,
   so the store is skipped entirely.
 """
@@ -96,7 +98,7 @@ def _score_matrix_path(data, judge, job, grid, cache, scope, config, progress) -
         whole = len(idx) == len(qs)                          # the usual uncached case: no copying
         vals = np.asarray(judge.judge_matrix(job.criteria, qs if whole else [qs[k] for k in idx],
                                              ma if whole else [ma[k] for k in idx],
-                                             ba if whole else [ba[k] for k in idx]), dtype=np.float64)
+                                             ba if whole else [ba[k] for k in idx], progress), dtype=np.float64)
         if vals.shape != (len(idx),):
             raise ValueError(f"judge {judge.identity}: judge_matrix returned shape {vals.shape}, "
                              f"expected ({len(idx)},)")

@@ -191,8 +191,12 @@ class Boards:
         """The board, its comparison with the default and warnings; ``refined``: the reference's
         estimated board from the judgments cached so far (nothing is judged here)."""
         board = self.refined(spec) if refined else self.ranked(spec)
-        default, lb, notes = await asyncio.gather(self.ranked(self.default_spec(spec), keep=True),
-                                                  board, self.contradictions(spec.criteria))
+        # the page's own default board is kept for everyone; another judge's or baseline's (which may read
+        # new quality readings first) is this request's work, stopped when it leaves
+        default = self.default_spec(spec)
+        keep = spec_key(default) == spec_key(self.default_spec())
+        default, lb, notes = await asyncio.gather(self.ranked(default, keep=keep), board,
+                                                  self.contradictions(spec.criteria))
         return self.response(spec, lb, default, notes)
 
     def require_reference(self) -> str:
