@@ -81,7 +81,7 @@ def shipped_reading():
 
 
 def test_shipped_reader_reads_the_blind_kinds(shipped_reading):
-    """Kinds of the blind set (0.70 with the logistic regression it replaced; 0.91 shipped)."""
+    """Kinds of the blind set (0.70 with the kind classifier, which the gate still reads; 0.91 shipped)."""
     assert shipped_reading["kind"] >= 0.85, shipped_reading["kind_by_kind"]
     assert min(shipped_reading["kind_by_kind"].values()) >= 0.75, shipped_reading["kind_by_kind"]
     assert shipped_reading["false_length_wish"] <= 0.05

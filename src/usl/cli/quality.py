@@ -50,7 +50,6 @@ def fit_gate_cmd(
         from dataclasses import replace
         from pathlib import Path
 
-        from usl.fast.criteria_reading import READER_DIR, CriteriaReader
         from usl.fast.criterion_kinds import KindModel, reliability_by_kind
         from usl.fast.model import split_sign
         from usl.fast.quality_gate import fit_gate, read_predictions, samples_from_predictions
@@ -66,11 +65,8 @@ def fit_gate_cmd(
             fast |= read_predictions(path)
         for path in quality_predictions:
             quality |= read_predictions(path)
-        # the kinds the judge weighs: its criteria reader's where the weights have one (as FastJudge reads them)
-        criteria = CriteriaReader.load(folder) if (folder / READER_DIR).is_dir() else None
         samples = samples_from_predictions(
-            fast, quality, (lambda t: criteria.probabilities(list(t))[0].astype(float)) if criteria else
-            (lambda t: kinds.probabilities(encoder.encode([split_sign(x)[0] for x in t]).numpy())))
+            fast, quality, lambda t: kinds.probabilities(encoder.encode([split_sign(x)[0] for x in t]).numpy()))
         identity = load_judge(reader).identity
         info = {"fast_predictions": [Path(p).name for p in fast_predictions],
                 "quality_predictions": [Path(p).name for p in quality_predictions]}

@@ -7,9 +7,10 @@ gives:
 - its **length direction**: P(neither), P(shorter), P(longer) in the user's own frame ("Not too long"
   and "I do not have much time" both ask for shorter answers).
 
-The default judge reads kinds with it: the quality gate's P(kind) and the page's label of each
-criterion (``FastJudge.criteria_reading``), so the note that a small judge cannot verify facts or
-code follows the same reading as the gate. Its direction head is trained and measured, not yet used:
+The default judge labels each criterion of a board with its kind (``FastJudge.criteria_reading``,
+the page's "How the judge reads your criteria"), with the note that a small judge cannot verify facts
+or code. The quality gate still weighs the kind classifier it was fitted with (``criterion_kinds.py``)
+until it is refitted on this reader's kinds. Its direction head is trained and measured, not yet used:
 on the blind length wordings it is below the length reader the fast CRM was trained with
 (``criterion_reader.py``, which length control and the contradiction check read through
 ``length_intent``): docs/log.md, 2026-12-02. Nothing in it is a keyword rule.

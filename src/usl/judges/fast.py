@@ -80,7 +80,7 @@ class FastJudge:
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
         for reader in self.model.readers if not adapter.exists() else ():  # the same frozen MiniLM: one copy
             reader.share_encoder(self.encoder)
-        # the criteria reader (criteria_reading.py): each criterion's kind, for the gate and the page
+        # the criteria reader (criteria_reading.py): each criterion's kind, as the page shows it
         self.reader = CriteriaReader.load(self.weights) if (self.weights / READER_DIR).is_dir() else None
         if self.reader is not None and not adapter.exists():
             self.reader.share_encoder(self.encoder)
@@ -169,10 +169,11 @@ class FastJudge:
 
     def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         texts, signs = zip(*(split_sign(c) for c in crit))
-        return self._kind_probabilities(crit, texts), np.array(signs, dtype=float)
+        return self.kinds.probabilities(self.encoder.encode(list(texts)).numpy()), np.array(signs, dtype=float)
 
     def _kind_probabilities(self, crit: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-        """(k, kinds): the criteria reader's, else the kind model's over what ``split_sign`` leaves."""
+        """(k, kinds) for the page: the criteria reader's, else the kind model's. The gate keeps reading the
+        kind model it was fitted with: fed the reader's kinds unrefitted, it lost length flips (docs/log.md)."""
         if self.reader is not None:
             return self.reader.probabilities(list(crit))[0].astype(np.float64)
         return self.kinds.probabilities(self.encoder.encode(list(texts)).numpy())
