@@ -104,3 +104,16 @@ def test_shipped_reader_records_its_recipe_and_figures():
     assert reader.cfg == CriteriaReaderConfig.from_yaml(RECIPE)
     assert reader.trained["dev_library_held_out"]["kind"] >= 0.85
     assert set(reader.trained["test"]) == {Path(f).stem for f in reader.cfg.test}
+
+
+def test_the_page_notes_what_the_reader_reads_as_correctness():
+    """The default judge's reading of a board's criteria (the page's labels) follows the criteria reader: the
+    blind set's code and fact criteria carry the note that a small judge cannot verify them."""
+    from usl.judges.registry import load_judge
+    from usl.types import Criteria
+
+    items = [x.text for x in blind_set() if x.kind == "correctness"]
+    judge = load_judge("default")
+    noted = [r for r in judge.criteria_reading(Criteria(tuple(items[:10]))) if "cannot verify" in r.note]
+    kinds = [r.kind for r in CriteriaReader.load().read(items[:10])]
+    assert len(noted) == kinds.count("correctness") >= 7
