@@ -61,6 +61,7 @@ STYLE_ARGS := --train artifacts/data-full/train.jsonl --known artifacts/board.js
 judge: install artifacts/data-full/train.jsonl artifacts/data-full2/train.jsonl artifacts/reader-v3/heldout.json \
        artifacts/dreader-v3/heldout.json artifacts/style-v1/heldout.npz
 	$(BIN)/usl train-fast --config configs/fast_crm.yaml
+	$(BIN)/usl train-criteria --config configs/criteria_reader.yaml --out artifacts/fast-crm
 
 artifacts/data-full/train.jsonl:
 	$(BIN)/usl data build-train $(FULL) --out artifacts/data-full

@@ -13,9 +13,15 @@ import typer
 
 def register(app: typer.Typer) -> None:
     from usl.crm.commands import train_command
-    from usl.fast.commands import train_reader_command, train_style_command, train_substance_command
+    from usl.fast.commands import (
+        train_criteria_command,
+        train_reader_command,
+        train_style_command,
+        train_substance_command,
+    )
 
     app.command("train")(train_command)
     app.command("train-style")(train_style_command)
     app.command("train-reader")(train_reader_command)
+    app.command("train-criteria")(train_criteria_command)
     app.command("train-substance")(train_substance_command)

@@ -296,3 +296,24 @@ def train_substance_command(
         model.save(folder, card)
         np.savez(folder / substance.BOARD_FILE, key=np.array([substance.key(q, a) for q, a in board_pairs]), z=zb)
         typer.echo(f"-> {folder} ({len(board_pairs)} board readings) in {time.time() - t0:.0f}s")
+
+
+def train_criteria_command(
+        config: str = typer.Option("configs/criteria_reader.yaml", "--config", help="The reader's recipe (YAML)."),
+        set_: List[str] = typer.Option([], "--set", help="Override a recipe field: key=value (YAML value)."),
+        out: str = typer.Option("artifacts/criteria-reader", "--out",
+                                help="Folder the reader is written under (OUT/criteria_reader/); "
+                                     "src/usl/weights/fast-crm rebuilds the shipped one.")) -> None:
+    """Train the criteria reader (usl.fast.criteria_reading): a criterion's kind and length direction, read
+    by the judge, length control, the contradiction check and the page. CPU, a few minutes; prints its
+    figures on the library's held-out wordings (dev) and the recipe's test files."""
+    from usl.fast.criteria_reading import CriteriaReaderConfig, fit
+
+    with user_errors():
+        cfg = CriteriaReaderConfig.from_yaml(config, set_)
+        reader = fit(cfg)
+        folder = reader.save(out)
+        summary = {k: v for k, v in reader.trained.items() if k != "test"} | {
+            "test": {name: {k: v for k, v in r.items() if k != "length_wrong"} for name, r in reader.trained["test"].items()}}
+        typer.echo(json.dumps(summary, indent=1))
+        typer.echo(f"-> {folder}")

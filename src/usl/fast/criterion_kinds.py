@@ -51,10 +51,11 @@ class KindModel:
         e = np.exp(z)
         return e / e.sum(1, keepdims=True)
 
-    def read(self, texts: Sequence[str], emb: np.ndarray, shares: Sequence[float]) -> list[CriterionReading]:
-        """One reading per criterion: ``emb`` its embedding, ``shares`` its share of the quality reading."""
+    def read(self, texts: Sequence[str], p_kind: np.ndarray, shares: Sequence[float]) -> list[CriterionReading]:
+        """One reading per criterion: ``p_kind`` (k, len(kinds)) its kind probabilities (the criteria reader's,
+        or :meth:`probabilities` of its embedding), ``shares`` its share of the quality reading."""
         out = []
-        for text, p, share in zip(texts, self.probabilities(emb), shares):
+        for text, p, share in zip(texts, p_kind, shares):
             kind = self.kinds[int(p.argmax())]
             rel = self.reliability.get(kind, {})
             out.append(CriterionReading(text=text, kind=kind, confidence=round(float(p.max()), 3),

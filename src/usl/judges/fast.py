@@ -20,6 +20,7 @@ import torch
 from usl import paths
 from usl.fast.answer_bank import AnswerBank, Progress
 from usl.fast.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
+from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.criterion_kinds import KindModel
 from usl.fast.model import AnswerRepr, CriteriaRepr, FastCRM, as_tensor, criteria_inputs, split_sign
 from usl.crm.quality_bank import QualityReading
@@ -79,6 +80,10 @@ class FastJudge:
         self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
         for reader in self.model.readers if not adapter.exists() else ():  # the same frozen MiniLM: one copy
             reader.share_encoder(self.encoder)
+        # the criteria reader (criteria_reading.py): each criterion's kind, as the page shows it
+        self.reader = CriteriaReader.load(self.weights) if (self.weights / READER_DIR).is_dir() else None
+        if self.reader is not None and not adapter.exists():
+            self.reader.share_encoder(self.encoder)
         self._answer_repr: AnswerRepr | None = None
         self._repr_rows = 0
         self.quality = QualityReading.for_weights(self.weights, home, quality)
@@ -178,6 +183,13 @@ class FastJudge:
         texts, signs = zip(*(split_sign(c) for c in crit))
         return self.kinds.probabilities(self.encoder.encode(list(texts)).numpy()), np.array(signs, dtype=float)
 
+    def _kind_probabilities(self, crit: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """(k, kinds) for the page: the criteria reader's, else the kind model's. The gate keeps reading the
+        kind model it was fitted with: fed the reader's kinds unrefitted, it lost length flips (docs/log.md)."""
+        if self.reader is not None:
+            return self.reader.probabilities(list(crit))[0].astype(np.float64)
+        return self.kinds.probabilities(self.encoder.encode(list(texts)).numpy())
+
     def quality_share(self, criteria: Criteria) -> list[float]:
         """Each criterion's share of its decision given to the quality reading (0 without a gate)."""
         crit = criteria.as_list() or list(QUALITY_CRITERIA)
@@ -192,7 +204,7 @@ class FastJudge:
             return []
         crit = criteria.as_list() or list(QUALITY_CRITERIA)
         texts = [split_sign(c)[0] for c in crit]
-        return self.kinds.read(crit, self.encoder.encode(texts).numpy(), self.quality_share(criteria))
+        return self.kinds.read(crit, self._kind_probabilities(crit, texts), self.quality_share(criteria))
 
     def missing_readings(self, queries: Sequence[str], model_answers: Sequence[str],
                          baseline_answers: Sequence[str]) -> int:
