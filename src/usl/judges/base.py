@@ -86,7 +86,7 @@ class Decomposable(Protocol):
     """A judge whose decision is a sum of named terms (the fast CRM): what a calibration can weigh."""
 
     def decision_terms(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
-                       baseline_answers: Sequence[str]) -> DecisionTerms:
+                       baseline_answers: Sequence[str], progress=None) -> DecisionTerms:
         ...
 
 

@@ -147,14 +147,14 @@ class Layout:
 
 
 def judge_terms(judge: Judge, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
-                baseline_answers: Sequence[str], layout: Layout) -> Terms:
+                baseline_answers: Sequence[str], layout: Layout, progress=None) -> Terms:
     """The terms of ``judge``'s decision for each pair, and the two layout terms."""
     if isinstance(judge, Decomposable):
-        t = judge.decision_terms(criteria, queries, model_answers, baseline_answers)
+        t = judge.decision_terms(criteria, queries, model_answers, baseline_answers, progress)
         names = tuple(_CRITERION + c for c in t.criteria) + (QUALITY, ANSWER)
         cols = [*t.criteria_rows, t.quality_rows.sum(0), t.answer]
     else:
-        p = _p_model(judge, criteria, queries, model_answers, baseline_answers)
+        p = _p_model(judge, criteria, queries, model_answers, baseline_answers, progress)
         p = np.clip(p, 0.01, 0.99)            # a hard verdict (0 or 1) is a confident logit, not an infinite one
         names, cols = (JUDGE,), [np.log(p / (1 - p))]
     d = layout(model_answers) - layout(baseline_answers)
@@ -163,9 +163,9 @@ def judge_terms(judge: Judge, criteria: Criteria, queries: Sequence[str], model_
     return Terms(names + (LENGTH, LISTS), x, shipped)
 
 
-def _p_model(judge, criteria, queries, a, b) -> np.ndarray:
+def _p_model(judge, criteria, queries, a, b, progress=None) -> np.ndarray:
     if hasattr(judge, "judge_matrix"):
-        return np.asarray(judge.judge_matrix(criteria, queries, a, b), dtype=float)
+        return np.asarray(judge.judge_matrix(criteria, queries, a, b, progress), dtype=float)
     ab = judge.judge([JudgeRequest(criteria, q, x, y) for q, x, y in zip(queries, a, b)])
     ba = judge.judge([JudgeRequest(criteria, q, y, x) for q, x, y in zip(queries, a, b)])
     return np.array([(u.score_a + v.p_b + 0.5 * v.p_tie) / 2 for u, v in zip(ab, ba)])
@@ -272,8 +272,10 @@ class CalibratedJudge:
         return f"{self.name}@{self.version}"
 
     def judge_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
-                     baseline_answers: Sequence[str]) -> np.ndarray:
-        t = judge_terms(self.base, criteria, queries, model_answers, baseline_answers, self.layout)
+                     baseline_answers: Sequence[str], progress=None) -> np.ndarray:
+        """P(model answer beats baseline answer), shape (n,); ``progress`` goes to the base judge's readings
+        (raising from it stops them, as for the base judge alone)."""
+        t = judge_terms(self.base, criteria, queries, model_answers, baseline_answers, self.layout, progress)
         w = np.array([self.calibration.weight(name) for name in t.names])
         return 1 / (1 + np.exp(-t.logit(w)))
 
