@@ -63,10 +63,14 @@ def test_fill_tells_the_cost_and_sends_nothing_without_yes(home, api):
     assert r.exit_code == 0 and f"{PAIRS} pairs, 0 not read yet" in r.output and api.calls == 2 * PAIRS
 
 
-def test_rank_with_an_llm_reader_asks_before_reading_the_board(home, api):
-    judge = reader(api.url, "rank-model")
-    args = ["rank", "--benchmark", "tiny", "--judge", judge, "--no-server", "--n-bootstrap", "50",
-            "--no-per-criterion"]
+@pytest.mark.parametrize("command, extra, done", [
+    ("rank", ["--no-per-criterion"], "m_mid"),
+    # compare: both boards from one reading of the pairs
+    ("compare", ["--a-criteria", "short answers", "--b-criteria", "long answers"], "Kendall tau"),
+])
+def test_rank_and_compare_with_an_llm_reader_ask_before_reading_the_board(home, api, command, extra, done):
+    judge = reader(api.url, f"{command}-model")
+    args = [command, "--benchmark", "tiny", "--judge", judge, "--no-server", "--n-bootstrap", "50", *extra]
     r = usl(home, *args)
     line = error_line(r)
     assert f"this would send {2 * PAIRS} requests" in line and "add --yes" in line
@@ -74,7 +78,7 @@ def test_rank_with_an_llm_reader_asks_before_reading_the_board(home, api):
     assert api.calls == 0
     r = usl(home, *args, "--yes")
     assert r.exit_code == 0, r.output
-    assert api.calls == 2 * PAIRS and "m_mid" in r.stdout
+    assert api.calls == 2 * PAIRS and done in r.stdout
 
 
 @pytest.mark.parametrize("failing, needle", [
@@ -91,17 +95,3 @@ def test_a_failing_llm_ends_in_one_line_naming_the_server_and_status(home, faili
             fake.close()
     line = error_line(r)
     assert needle in line and "rerun to resume" in line
-
-
-def test_compare_without_a_server_asks_as_rank_does(home, api):
-    judge = reader(api.url, "compare-model")
-    args = ["compare", "--benchmark", "tiny", "--judge", judge, "--no-server", "--n-bootstrap", "50",
-            "--a-criteria", "short answers", "--b-criteria", "long answers"]
-    r = usl(home, *args)
-    line = error_line(r)
-    assert f"this would send {2 * PAIRS} requests" in line and "add --yes" in line
-    assert f"the board lacks {PAIRS} quality readings" in r.output
-    assert api.calls == 0
-    r = usl(home, *args, "--yes")
-    assert r.exit_code == 0, r.output
-    assert api.calls == 2 * PAIRS and "Kendall tau" in r.stdout      # both boards from one reading of the pairs

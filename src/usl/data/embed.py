@@ -43,6 +43,15 @@ def encoder_path() -> str:
         return MODEL_ID
 
 
+def frozen_encoder():
+    """The packaged encoder's tokenizer and model (eval mode, no hub lookups): for readers that take its
+    token states (``usl.fast.criterion_reader``, ``usl.fast.criteria_reading``)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModel, AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(encoder_path()), AutoModel.from_pretrained(encoder_path()).eval()
+
+
 MAX_CACHE_BYTES = 256 * 2**20
 SHIPPED = Path(__file__).with_name("embeddings-board.npz")
 _SHARED: dict[Path, "Embedder"] = {}

@@ -23,7 +23,10 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from usl.data.io import iter_jsonl, read_json
+from usl.data.pairs.human import dsp_human_pairs, pandalm_prompt
 from usl.judges import calibration as cal
+from usl.leaderboard.types import LeaderboardSpec
 from usl.types import Criteria
 
 Rule = Literal["shorter", "longer", "lists", "judge", "labels"]
@@ -138,7 +141,6 @@ def simulate(user: SimUser, terms: cal.Terms, groups: Sequence[str], seeds: int 
 @dataclass(frozen=True)
 class LabelledPairs:
     """Pairs outside a board, ``labels[user]`` per pair (+1: the first answer, -1: the second, 0: tie)."""
-
     queries: list[str]
     first: list[str]
     second: list[str]
@@ -147,9 +149,6 @@ class LabelledPairs:
 
 def pandalm(path, limit: int, rng: np.random.Generator) -> LabelledPairs:
     """PandaLM's test set: each of its three annotators is a user."""
-    from usl.data.io import read_json
-    from usl.data.pairs.human import pandalm_prompt
-
     items = [x for x in read_json(path) if str(x["response1"]).strip() and str(x["response2"]).strip()
              and str(x["response1"]) != str(x["response2"])]
     items = [items[i] for i in sorted(rng.permutation(len(items))[:limit])]
@@ -163,7 +162,6 @@ def pandalm(path, limit: int, rng: np.random.Generator) -> LabelledPairs:
 def hh_helpful(path, limit: int, rng: np.random.Generator) -> LabelledPairs:
     """hh-rlhf helpful-base (the DSP repack): its crowd workers as one user; the chosen answer is shown
     first in a random half of the pairs."""
-    from usl.data.pairs.human import dsp_human_pairs
 
     pairs = dsp_human_pairs(path, source="human/hh_helpful", family="")
     pairs = [pairs[i] for i in sorted(rng.permutation(len(pairs))[:limit])]
@@ -178,7 +176,6 @@ def quality_labels(alpaca_dir, limit: int, rng: np.random.Generator) -> Labelled
     who prefers the answer the quality label prefers (a preference of exactly 1.5 is a tie)."""
     from pathlib import Path
 
-    from usl.data.io import read_json, iter_jsonl
 
     root = Path(alpaca_dir)
     split = read_json(root / "split.json")
@@ -197,7 +194,6 @@ def quality_labels(alpaca_dir, limit: int, rng: np.random.Generator) -> Labelled
 def label_users(name: str, pairs: LabelledPairs) -> list[tuple[SimUser, np.ndarray]]:
     """Users of labelled pairs: human annotators state the shipped general criteria (what they were asked
     to judge); the quality-label user states a tone and votes by the label, a hidden rule."""
-    from usl.leaderboard.types import LeaderboardSpec
 
     general = LeaderboardSpec().criteria
     if name == "quality-label":

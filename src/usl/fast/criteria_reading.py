@@ -45,7 +45,10 @@ from typing import Literal
 
 import numpy as np
 
-from usl.data.criteria import KINDS
+from usl.data.criteria import KINDS, load_library
+from usl.data.embed import frozen_encoder
+from usl.data.io import read_json
+from usl.weights import shipped
 
 log = logging.getLogger(__name__)
 
@@ -170,15 +173,7 @@ class CriteriaReader:
 
     def _tokens(self):
         if self._encoder is None:
-            import os
-
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from transformers import AutoModel, AutoTokenizer
-
-            from usl.data.embed import encoder_path
-
-            self._encoder = (AutoTokenizer.from_pretrained(encoder_path()),
-                             AutoModel.from_pretrained(encoder_path()).eval())
+            self._encoder = frozen_encoder()
         return self._encoder
 
     def states(self, texts: Sequence[str], batch: int = 128, pad_to_max: bool = False, dtype=None):
@@ -258,8 +253,6 @@ class CriteriaReader:
         from safetensors.torch import load_file
 
         if folder is None:
-            from usl.weights import shipped
-
             folder = shipped("fast-crm")
         d = Path(folder)
         d = d if (d / "config.json").exists() and (d / "heads.safetensors").exists() else d / READER_DIR
@@ -292,7 +285,6 @@ def _norm(text: str) -> str:
 
 def blind_set(path: str | Path = BLIND_SET) -> list[Labelled]:
     """The blind set: [text, fine kind, direction or null, sign] items, fine kinds mapped to the library's."""
-    from usl.data.io import read_json
 
     out = []
     for i, item in enumerate(read_json(path)["items"]):
@@ -308,7 +300,6 @@ def wordings_set(path: str | Path) -> list[Labelled]:
     """A wordings file (side -> list of criteria) as labelled wordings: length sides give kind and
     direction, domain sides and kind sides (``style``, ``quality``, ``correctness``) the kind,
     ``neutral``/``none``/``other`` only that there is no length wish."""
-    from usl.data.io import read_json
 
     got = read_json(path)
     if not isinstance(got, dict):
@@ -332,7 +323,6 @@ def wordings_set(path: str | Path) -> list[Labelled]:
 
 
 def _library_labelled(part: Literal["train", "held_out"], seed: int) -> list[Labelled]:
-    from usl.data.criteria import load_library
 
     lib = load_library()
     out = []

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from usl.data.embed import frozen_encoder
+
 log = logging.getLogger(__name__)
 
 
@@ -154,15 +156,7 @@ class CriterionReader:
 
     def _tokens(self):
         if self._encoder is None:
-            import os
-
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from transformers import AutoModel, AutoTokenizer
-
-            from usl.data.embed import encoder_path
-
-            self._encoder = (AutoTokenizer.from_pretrained(encoder_path()),
-                             AutoModel.from_pretrained(encoder_path()).eval())
+            self._encoder = frozen_encoder()
         return self._encoder
 
     def states(self, texts: Sequence[str], batch: int = 128, pad_to_max: bool = False):

@@ -82,6 +82,24 @@ class DecisionTerms:
 
 
 @runtime_checkable
+class MatrixJudge(Protocol):
+    """A judge that scores whole columns of (model answer, baseline answer) pairs at once, both orders in one
+    number; ``progress`` is called between the readings it starts, and raising from it stops them."""
+
+    def judge_matrix(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
+                     baseline_answers: Sequence[str], progress=None) -> np.ndarray:
+        ...
+
+
+@runtime_checkable
+class ReadsCriteria(Protocol):
+    """A judge that says how it reads each criterion (kind, direction): what the page shows beside a board."""
+
+    def criteria_reading(self, criteria: Criteria) -> list:
+        ...
+
+
+@runtime_checkable
 class Decomposable(Protocol):
     """A judge whose decision is a sum of named terms (the fast CRM): what a calibration can weigh."""
 

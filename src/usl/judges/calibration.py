@@ -45,7 +45,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from usl.fast.features import FEATURES, style_features
-from usl.judges.base import Decomposable, Judge, JudgeRequest, Verdict, verdicts_by_matrix
+from usl.judges.base import Decomposable, Judge, JudgeRequest, MatrixJudge, ReadsCriteria, Verdict, verdicts_by_matrix
 from usl.types import Criteria, DataError
 
 LENGTH, LISTS, QUALITY, ANSWER, JUDGE = "length", "lists", "quality reading", "answer quality", "judge"
@@ -164,7 +164,7 @@ def judge_terms(judge: Judge, criteria: Criteria, queries: Sequence[str], model_
 
 
 def _p_model(judge, criteria, queries, a, b, progress=None) -> np.ndarray:
-    if hasattr(judge, "judge_matrix"):
+    if isinstance(judge, MatrixJudge):
         return np.asarray(judge.judge_matrix(criteria, queries, a, b, progress), dtype=float)
     ab = judge.judge([JudgeRequest(criteria, q, x, y) for q, x, y in zip(queries, a, b)])
     ba = judge.judge([JudgeRequest(criteria, q, y, x) for q, x, y in zip(queries, a, b)])
@@ -283,4 +283,4 @@ class CalibratedJudge:
         return verdicts_by_matrix(self.judge_matrix, requests)
 
     def criteria_reading(self, criteria: Criteria):
-        return self.base.criteria_reading(criteria) if hasattr(self.base, "criteria_reading") else []
+        return self.base.criteria_reading(criteria) if isinstance(self.base, ReadsCriteria) else []

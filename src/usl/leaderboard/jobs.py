@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from usl.judges.base import Judge, JudgeRequest
+from usl.judges.base import Judge, JudgeRequest, MatrixJudge
 from usl.leaderboard.answers import Answers, PairGrid
 from usl.leaderboard.judgments import (BASELINE_FIRST, BOTH_ORDERS, MODEL_FIRST, CacheScope, Judgment,
                                        JudgmentCache)
@@ -62,7 +62,7 @@ def score(data: Answers, judge: Judge, job: ScoringJob, cache: JudgmentCache | N
     if not getattr(judge, "cacheable", True):
         cache = None
     scope = CacheScope(judge.identity, job.criteria.key(), data.name, job.baseline)
-    if hasattr(judge, "judge_matrix"):
+    if isinstance(judge, MatrixJudge):
         return _score_matrix_path(data, judge, job, grid, cache, scope, config, progress)
     return _score_requests(data, judge, job, grid, cache, scope, config, progress)
 
@@ -72,7 +72,7 @@ def cached_scores(data: Answers, judge: Judge, job: ScoringJob, cache: JudgmentC
     verdict (either order, for a judge without ``judge_matrix``) is not stored yet."""
     grid = data.grid(job.baseline, tuple(job.models), tuple(job.query_ids))
     scope = CacheScope(judge.identity, job.criteria.key(), data.name, job.baseline)
-    if hasattr(judge, "judge_matrix"):
+    if isinstance(judge, MatrixJudge):
         (s,) = _cached(cache, scope, grid, (BOTH_ORDERS,))
     else:
         first, second = _cached(cache, scope, grid, (MODEL_FIRST, BASELINE_FIRST))
@@ -168,7 +168,7 @@ def score_distributed(data: Answers, judge: Judge, job: ScoringJob, cache: Judgm
 
     # a judge_matrix judge is vectorised and cheap: each process runs it whole (the store keeps one copy)
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1 \
-            or hasattr(judge, "judge_matrix"):
+            or isinstance(judge, MatrixJudge):
         return score(data, judge, job, cache, config, progress)
     score(data, judge, job, cache, dataclasses.replace(config, shard=(dist.get_rank(), dist.get_world_size())),
           progress)

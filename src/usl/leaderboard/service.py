@@ -45,7 +45,7 @@ from scipy.optimize import nnls
 
 import usl
 from usl.fast.length_intent import length_wish
-from usl.judges.base import Judge
+from usl.judges.base import Judge, ReadsCriteria
 from usl.judges.registry import load_judge
 from usl.leaderboard import stats
 from usl.leaderboard.answers import Answers
@@ -230,7 +230,7 @@ class LeaderboardService:
         rows = self._rows(data, models, sel, s, summ, topic_wr, lc, elo_ratings(s), warnings)
         breakdown, contribution = self._per_criterion(spec, data, judge, baseline, models, sel, s, progress)
         meta = self._spec_json(spec, data, judge, baseline, sel, wish)
-        reading = tuple(judge.criteria_reading(spec.criteria)) if hasattr(judge, "criteria_reading") else ()
+        reading = tuple(judge.criteria_reading(spec.criteria)) if isinstance(judge, ReadsCriteria) else ()
         return Leaderboard(spec=meta, rows=tuple(rows), criteria_breakdown=breakdown,
                            warnings=tuple(warnings), criteria_contribution=contribution, criteria_reading=reading)
 
