@@ -90,6 +90,13 @@ def test_build_train_names_an_out_path_under_a_file_before_building(tmp_path):
                        "--out", str(f / "data")), str(f), "is a file")
 
 
+def test_train_substance_names_a_base_that_is_not_there_before_reading_data(tmp_path):
+    missing = tmp_path / "nowhere" / "model.gguf"
+    one_error_line(usl(tmp_path / "home", "train-substance", "--base", str(missing), "--alpaca", str(tmp_path / "ae"),
+                       "--out", str(tmp_path / "out")), f"--base {missing}", "no such file")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_model_with_no_answers_is_not_imported_and_the_store_is_unchanged(tmp_path):
     home, src = tmp_path / "home", shared_layout(tmp_path / "ae")
     assert usl(home, "data", "import", "alpaca-eval", "--source", str(src)).exit_code == 0

@@ -256,6 +256,8 @@ def train_substance_command(
         from usl.fast import substance
 
         t0 = time.time()
+        if base and not Path(base).exists() and (base.endswith(".gguf") or base.startswith(("/", ".", "~"))):
+            raise ValueError(f"--base {base}: no such file or directory")   # a hub id (owner/name) is left to the hub
         shared = paths.shared_data()
         if not alpaca and shared is None:
             raise ValueError("no AlpacaEval folder: pass --alpaca DIR or set USL_SHARED_DATA")
