@@ -21,7 +21,7 @@ from pathlib import Path
 
 def board_passes(data: Path, tokenizer: str, max_length: int, criteria: list[str]) -> list[list[list[int]]]:
     """Span rows of every pass: each board model's answer against the baseline's, both orders."""
-    from usl.crm.backbone import load_tokenizer
+    from usl.data.backbone import load_tokenizer
     from usl.crm.formatting import PromptFormatter
     from usl.data.alpaca_eval import find_model_files, read_outputs, read_split
 
@@ -46,7 +46,7 @@ def board_passes(data: Path, tokenizer: str, max_length: int, criteria: list[str
 def train_passes(train_file: str, tokenizer: str, max_length: int, limit: int, seed: int = 0) -> list:
     """Span rows of ``limit`` training pairs in both orders, as ``usl train`` builds them (criteria
     noise and direction drawn as in its first epoch)."""
-    from usl.crm.backbone import load_tokenizer
+    from usl.data.backbone import load_tokenizer
     from usl.crm.dataset import CRMDataset
     from usl.crm.formatting import PromptFormatter
     from usl.crm.trainer import _load_split

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from usl.crm.backbone import load_classifier, load_tokenizer, resolve_backbone
+from usl.data.backbone import load_classifier, load_tokenizer, resolve_backbone
 from usl.crm.formatting import PromptFormatter
 
 

@@ -20,7 +20,7 @@ query for each style), once per ``--ft`` setting ``lr,epochs,max_len,seed[,lora_
 every weight); it wants a GPU (about 30 s a setting on an H200) and only torch, transformers and
 peft, so ``--only-finetune`` skips the scikit-learn probes on a machine without them, and
 ``--encoder`` points at a copy of the encoder there; a decoder such as SmolLM2-135M (a directory
-``usl.crm.backbone.convert_gguf`` wrote) is read the same way, LoRA on all its linear layers. Prints
+``usl.data.backbone.convert_gguf`` wrote) is read the same way, LoRA on all its linear layers. Prints
 overall accuracy and accuracy per ``winner>loser`` contrast. ``--pairwise`` (same settings) reads two
 answers of a query in one input instead, the paper's pairwise reading applied to style alone
 (``pairwise_probe``).

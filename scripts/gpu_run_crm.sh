@@ -32,7 +32,7 @@ if [ -z "${SKIP_BACKBONE:-}" ] && [ ! -f "$BB/model.safetensors" ]; then
     cat $(for f in ${GGUF_PARTS:-$CARRY/g*/part-* $CARRY/smollm2/*.part*}; do [ -f "$f" ] && echo "$(basename "$f") $f"; done | sort | cut -d' ' -f2) > "$G"
   fi
   echo "$SMOLLM2_SHA  $G" | sha256sum -c - || { echo "GGUF checksum mismatch (missing part?)"; exit 1; }
-  python3 -c "import sys; from pathlib import Path; from usl.crm.backbone import convert_gguf; convert_gguf(Path(sys.argv[1]), Path(sys.argv[2]))" "$G" "$BB"
+  python3 -c "import sys; from pathlib import Path; from usl.data.backbone import convert_gguf; convert_gguf(Path(sys.argv[1]), Path(sys.argv[2]))" "$G" "$BB"
 fi
 
 # (b) train each run, (c) evaluate it on the eval files; the small outputs go to $OUT/runs.tar.gz

@@ -46,7 +46,7 @@ class BackboneReader:
     def __init__(self, backbone: str, layers: list[int], frame: str, home: str | None):
         from transformers import AutoModel
 
-        from usl.crm.backbone import load_tokenizer, resolve_backbone
+        from usl.data.backbone import load_tokenizer, resolve_backbone
 
         path = resolve_backbone(backbone, home=home)
         self.tok = load_tokenizer(path)
@@ -155,7 +155,7 @@ def _criteria_wordings():
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backbone", default="smollm2-135m", help="a backbone spec (usl.crm.backbone)")
+    ap.add_argument("--backbone", default="smollm2-135m", help="a backbone spec (usl.data.backbone)")
     ap.add_argument("--layers", default="10,20,30", help="hidden states read, comma-separated")
     ap.add_argument("--frame", default="{}", help="the criterion put in a text ({} marks where)")
     ap.add_argument("--reader", default=None, help="a `usl train-reader` directory to probe instead of training")

@@ -60,7 +60,7 @@ class CRMScorer:
         ``torch.compile`` the decoder layers (default: when packed on a GPU; 1.5x there)."""
         import torch
 
-        from usl.crm.backbone import ensure_pad_token, load_classifier
+        from usl.data.backbone import ensure_pad_token, load_classifier
         from usl.crm.formatting import PromptFormatter
 
         self.dir = model_dir_of(path)
@@ -74,7 +74,7 @@ class CRMScorer:
         self.pack_tokens = max(pack_tokens, self.meta["formatter"]["max_length"])    # any input fits a row
         from transformers import AutoTokenizer
 
-        from usl.crm.backbone import resolve_backbone
+        from usl.data.backbone import resolve_backbone
 
         self.base_dir = resolve_backbone(backbone or self.meta["backbone"], home) \
             if (self.dir / "adapter_config.json").is_file() else None
@@ -122,7 +122,7 @@ class CRMScorer:
             return load(self.dir)
         from peft import PeftModel
 
-        from usl.crm.backbone import weights_sha256
+        from usl.data.backbone import weights_sha256
 
         sha = weights_sha256(self.base_dir)
         if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:

@@ -233,7 +233,7 @@ def build_model(cfg: TrainConfig, model_dir: Path, tokenizer):
     """The classifier (num_labels 2 pairwise, 1 pointwise), wrapped in LoRA when asked."""
     import torch
 
-    from usl.crm.backbone import load_classifier
+    from usl.data.backbone import load_classifier
 
     dtype = cfg.base_dtype
     if dtype == "auto":
@@ -365,7 +365,7 @@ def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
     """Resolve the backbone, read the data, wrap the model, configure the ``Trainer``."""
     from transformers import EarlyStoppingCallback, set_seed
 
-    from usl.crm.backbone import load_tokenizer, resolve_backbone
+    from usl.data.backbone import load_tokenizer, resolve_backbone
     from usl.crm.dataset import CRMDataset, PackedPairwiseCollator, PairwiseCollator, PointwiseCollator
     from usl.crm.formatting import PromptFormatter
 
@@ -429,7 +429,7 @@ def train(cfg: TrainConfig, home: str | None = None, built: Built | None = None)
     """Run one training job end to end; returns the directory of the final model."""
     import torch
 
-    from usl.crm.backbone import weights_sha256
+    from usl.data.backbone import weights_sha256
 
     b = built or build_trainer(cfg, home)
     trainer, train_ds, dev_ds, run_dir = b.trainer, b.train_ds, b.dev_ds, b.run_dir

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from usl.crm import backbone as bb
+from usl.data import backbone as bb
 
 
 def test_the_packaged_smollm2_gguf_converts_once_into_a_backbone_a_classifier_loads(tmp_path):
