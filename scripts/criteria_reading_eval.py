@@ -28,7 +28,7 @@ def today_reader():
     from usl.fast.criteria_encoder import CriteriaEncoder
     from usl.fast.criterion_kinds import KindModel
     from usl.fast.length_intent import read_wishes
-    from usl.fast.model import split_sign
+    from usl.fast.criteria_lexicon import split_sign
     from usl.weights import shipped
 
     kinds = KindModel.load(shipped("fast-crm"))

@@ -34,7 +34,7 @@ from torch import nn
 from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
 from usl.fast.criterion_reader import (LENGTH, CriterionReader, ReaderConfig, _head, direction_accuracy,
                                       library_wordings, read_wordings, training_examples)
-from usl.fast.model import split_sign
+from usl.fast.criteria_lexicon import split_sign
 from usl.types import DataError
 
 

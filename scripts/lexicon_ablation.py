@@ -21,7 +21,7 @@ import torch
 from usl.fast.criteria_lexicon import LEXICON_AXES
 from usl.fast.criteria_reading import blind_set, wordings_set
 from usl.fast.criterion_reader import CriterionReader
-from usl.fast.model import split_sign
+from usl.fast.criteria_lexicon import split_sign
 from usl.weights import shipped
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -439,7 +439,7 @@ def _probe_script():
 def test_the_length_reader_probe_scores_directions_in_the_users_frame_and_never_trains_on_a_test_wording(tmp_path):
     from types import SimpleNamespace
 
-    from usl.fast.model import split_sign
+    from usl.fast.criteria_lexicon import split_sign
 
     probe = _probe_script()
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_features
-from usl.fast.model import FastCRM, FastCRMConfig, split_sign
+from usl.fast.criteria_lexicon import split_sign
+from usl.fast.model import FastCRM, FastCRMConfig
 from usl.fast.features import FEATURES, features_one
 from usl.fast.lexicon_probe import lexicon_fingerprint
 from usl.judges.base import JudgeRequest
@@ -260,7 +261,7 @@ def test_the_length_boost_scales_only_the_length_prior_when_judging_and_training
 
 
 def test_the_length_boost_tuning_keeps_the_smallest_best_factor_that_costs_no_kind_of_guard_pair():
-    from usl.fast import tune as mod
+    from usl.evaluation import length_boost as mod
 
     g = lambda human, style: {"all": (human + style) / 2, "human": human, "style": style}  # noqa: E731
     rows = {1.0: (0.90, g(0.60, 0.80)), 2.0: (0.95, g(0.60, 0.80)), 4.0: (0.97, g(0.59, 0.81)),

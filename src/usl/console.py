@@ -13,13 +13,10 @@ from typing import Callable, Iterator, Optional
 
 import typer
 
-from usl.judges.registry import SPEC_LINES
 from usl.types import DataError
 
-# What every command with --judge says of it: the option's help points to the epilog, where the spec forms
-# stand as a block click never re-wraps ("\b"), whole at 80 columns.
+# What every command with --judge says of it: the option's help points to the epilog (``usl.cli.common``)
 JUDGE_HELP = "Judge spec (the forms are listed at the end)."
-JUDGE_EPILOG = "\b\nJudge specs (--judge):\n" + "\n".join("  " + line for line in SPEC_LINES)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,12 @@ from typing import Iterator, Optional
 import typer
 
 from usl import paths
-from usl.console import JUDGE_EPILOG, JUDGE_HELP, user_errors  # noqa: F401  (re-exported for the commands)
+from usl.console import JUDGE_HELP, user_errors  # noqa: F401  (re-exported for the commands)
+from usl.judges.registry import SPEC_LINES
+
+# The epilog that JUDGE_HELP points to: the spec forms stand as a block click never re-wraps ("\b"), whole at
+# 80 columns.
+JUDGE_EPILOG = "\b\nJudge specs (--judge):\n" + "\n".join("  " + line for line in SPEC_LINES)
 
 
 @dataclass

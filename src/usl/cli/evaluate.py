@@ -6,7 +6,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from usl.console import JUDGE_EPILOG
+    from usl.cli.common import JUDGE_EPILOG
     from usl.evaluation.commands import eval_command, simulate_votes_command
 
     app.command("eval", epilog=JUDGE_EPILOG)(eval_command)

@@ -30,6 +30,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train the fast CRM: criteria-conditioned scores over precomputed answer vectors."""
         from usl import paths
+        from usl.evaluation.length_boost import tune_length_boost
         from usl.fast.train import FastTrainConfig, train_fast
 
         with user_errors():
@@ -41,6 +42,7 @@ def register(app: typer.Typer) -> None:
                 return
             if not cfg.train:
                 raise ValueError("the recipe names no training file (key train)")
-            report = train_fast(cfg, paths.cache_dir(ctx.obj.home), home=ctx.obj.home)
+            report = train_fast(cfg, paths.cache_dir(ctx.obj.home), home=ctx.obj.home,
+                                tune_length=tune_length_boost)
         typer.echo(json.dumps({"out": cfg.out, "best_dev_accuracy": report["best_dev_accuracy"],
                                "seconds": report["seconds"]}))

@@ -600,3 +600,24 @@ def lexicon_matrix(texts) -> np.ndarray:
     if not len(texts):
         return np.zeros((0, len(LEXICON_AXES)), np.float32)
     return np.asarray([lexicon_features(t) for t in texts], dtype=np.float32)
+
+
+AVOID_PREFIX = "avoid:"
+
+
+def split_sign(criterion: str) -> tuple[str, float]:
+    """ "Avoid: jargon" -> ("jargon", -1.0); a criterion that only negates ("No walls of text",
+    "I can't stand long-winded replies") -> (the rest, -1.0); anything else is a like, sign +1.
+    A dislike of faults only ("Avoid: unethical suggestions", "Don't encourage harmful behaviour")
+    is a wish for the virtue, and is read whole as a like: the model scores how well an answer fits
+    a criterion, and cannot score how harmful or wrong it is, so a flipped sign would only turn
+    "avoid harm" into "prefer the worse answer". Likewise "No particular register" or "Avoid: any special
+    tone", a wish for the ordinary register rather than against one (``no_particular_style``)."""
+    text = criterion.strip()
+    if text.lower().startswith(AVOID_PREFIX):
+        rest = strip_intensifiers(text[len(AVOID_PREFIX):].strip())
+    else:
+        rest = leading_negation(text)
+    if not rest or dislikes_only_faults(rest) or no_particular_style(rest):
+        return text, 1.0
+    return rest, -1.0

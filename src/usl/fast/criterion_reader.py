@@ -41,6 +41,9 @@ from pathlib import Path
 import numpy as np
 
 from usl.data.embed import frozen_encoder
+from usl.data.criteria import load_library
+from usl.data.io import read_json
+from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix, split_sign
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +138,6 @@ class CriterionReader:
     def _absorb(self, texts: list[str], hidden_states, mask) -> None:
         import torch
 
-        from usl.fast.criteria_lexicon import lexicon_matrix
-
         if len(texts) > 128:  # a bulk pass (training, a benchmark's criteria): read when asked instead
             return
         h = torch.cat([hidden_states[k] for k in self.cfg.layers], -1)
@@ -165,8 +166,6 @@ class CriterionReader:
         otherwise a batch is padded to its longest text, with the very tokenizer settings the criteria
         tower uses: the two share one tokenizer, whose padding state is not safe to flip between threads."""
         import torch
-
-        from usl.fast.criteria_lexicon import lexicon_matrix
 
         pad_to_max = pad_to_max or len(texts) > batch  # batches of their own lengths would not stack
         tok, enc = self._tokens()
@@ -212,8 +211,6 @@ class CriterionReader:
         if there is none."""
         from safetensors.torch import load_file
 
-        from usl.fast.criteria_lexicon import LEXICON_AXES
-
         d = Path(model_dir) / KINDS[kind].dir
         if not (d / "config.json").exists():
             return None
@@ -248,8 +245,6 @@ def read_wordings(path: str | Path, kind: str = "length", skip: Collection[str] 
     ``other``, a register none of the domain styles is; or ``neutral``) and whose values are lists of
     criteria. Returns (criterion, label) for a reader of ``kind``, with the label in the criterion's own
     frame (before ``split_sign``): the other kinds' sides are "none" to it. Sides in ``skip`` are left out."""
-    from usl.data.io import read_json
-
     sides = KINDS[kind].sides
     got = read_json(path)
     if not isinstance(got, dict):
@@ -278,10 +273,6 @@ def library_wordings(seed: int, kind: str = "length", holdout: Sequence[str] = (
     of another family that the keyword reading takes for a length wish ("get straight to the answer" in
     ``direct_start``) is left out rather than labelled against itself. Families in ``holdout`` are left
     out whole."""
-    from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
-    from usl.fast.model import split_sign
-    from usl.data.criteria import load_library
-
     lib = load_library()
     sides = KINDS[kind].sides
     short, long = LEXICON_AXES.index("short"), LEXICON_AXES.index("long")
@@ -304,8 +295,6 @@ def library_wordings(seed: int, kind: str = "length", holdout: Sequence[str] = (
 def library_held_out(seed: int) -> set[str]:
     """Every family's held-out wordings in the library split of ``seed``: `usl data build-train` words the
     evaluation pairs' criteria with them, so no reader may train on them, from whatever file they come."""
-    from usl.data.criteria import load_library
-
     lib = load_library()
     return {w for name in lib.families for w in lib.split(name, seed=seed).held_out}
 
@@ -317,8 +306,6 @@ def in_reader_frame(examples: Sequence[tuple[str, int]], kind: str = "length") -
     academic wordings), which its label does not say: such examples are left out. A text given twice keeps
     its first place and its last label: a later wordings file can restate an earlier one's wording under
     another side, and a kind of reader to which both sides are "none" trains exactly as before."""
-    from usl.fast.model import split_sign
-
     out: dict[str, int] = {}
     for text, label in examples:
         rest, sign = split_sign(text)
@@ -337,8 +324,6 @@ def training_examples(lib: Sequence[tuple[str, int]], extra: Sequence[tuple[str,
     "Avoid: walls of text": compared as ``split_sign`` leaves them), nor any of the library's held-out
     wordings of ``library_seed``, which word the evaluation pairs' criteria. Returns the examples in the
     reader's frame, the library's wordings kept, and how many texts were dropped as tests and as held out."""
-    from usl.fast.model import split_sign
-
     held_rest = {split_sign(t)[0] for ex in tests for t, _ in ex}
     kept = {t for t, _ in [*lib, *extra] if split_sign(t)[0] not in held_rest}
     dropped = len({t for t, _ in [*lib, *extra]} - kept)
@@ -355,8 +340,6 @@ def fit_reader(examples: Sequence[tuple[str, int]], cfg: ReaderConfig, crossfit:
     from heads that did not see them (``folds`` folds, by text): (text -> probabilities)."""
     import torch
     from torch import nn
-
-    from usl.fast.criteria_lexicon import LEXICON_AXES
 
     reader = CriterionReader(cfg, [])
     texts = [t for t, _ in examples]
@@ -411,8 +394,6 @@ def write_readings(path: str | Path, readings: dict[str, np.ndarray]) -> None:
 
 def read_readings(path: str | Path, kind: str = "length") -> dict[str, np.ndarray]:
     """text -> probabilities, as ``write_readings`` wrote them; {} if the file does not exist."""
-    from usl.data.io import read_json
-
     n = len(KINDS[kind].labels)
     if not Path(path).exists():
         return {}
@@ -426,8 +407,6 @@ def direction_accuracy(reader: CriterionReader, examples: Sequence[tuple[str, in
     """How often the reader reads a criterion of one of its classes right, per class (criteria in their
     own frame, as users write them). Length: the sign of P(longer) - P(shorter), turned by a dislike's
     sign. Domain style: the most likely style, over likes only (a dislike names no one style)."""
-    from usl.fast.model import split_sign
-
     out = {}
     if reader.kind.name == "length":
         for side, name in ((1, "concise"), (2, "detailed")):

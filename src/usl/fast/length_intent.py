@@ -43,6 +43,7 @@ from typing import Literal
 
 from usl.fast.criterion_reader import CriterionReader
 from usl.types import Criteria
+from usl.fast.criteria_lexicon import split_sign
 
 Side = Literal["shorter", "longer"]
 _LOCK = threading.Lock()  # one reader, its tokenizer and its memo, read from the server's threads
@@ -68,8 +69,6 @@ def shipped_length_reader() -> CriterionReader:
 
 def read_wishes(texts: Sequence[str], reader: CriterionReader | None = None) -> list[LengthWish | None]:
     """Each criterion text (a like, or a dislike as "Avoid: ...") read as a length wish, or None."""
-    from usl.fast.model import split_sign
-
     if not texts:
         return []
     rests, signs = zip(*(split_sign(t) for t in texts))

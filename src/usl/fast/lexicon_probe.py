@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from usl.fast import criteria_lexicon
+
 PROBE = Path(__file__).with_name("lexicon_probe.txt")
 REBUILD = "make judge (usl train-fast --config configs/fast_crm.yaml)"
 
@@ -31,12 +33,10 @@ def probe_wordings() -> list[str]:
 def reading_fingerprint(wordings: list[str]) -> str:
     """sha256 (16 hex digits) of each wording's sign, the text ``split_sign`` leaves and its keyword
     features (rounded to 4 decimals, so a float's last bit does not count)."""
-    from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
-    from usl.fast.model import split_sign
-
-    parts = [split_sign(w) for w in wordings]
-    m = np.round(lexicon_matrix([t for t, _ in parts]).astype(np.float64), 4) + 0.0  # -0.0 reads as 0.0
-    h = hashlib.sha256("\x1f".join(LEXICON_AXES).encode())
+    # read through the module at each call: a test swaps a pattern's reading to see that weights refuse it
+    parts = [criteria_lexicon.split_sign(w) for w in wordings]
+    m = np.round(criteria_lexicon.lexicon_matrix([t for t, _ in parts]).astype(np.float64), 4) + 0.0  # -0.0 reads as 0.0
+    h = hashlib.sha256("\x1f".join(criteria_lexicon.LEXICON_AXES).encode())
     for (text, sign), row in zip(parts, m):
         h.update(f"{sign:+.0f}\x1f{text}\x1f".encode())
         h.update(row.tobytes())

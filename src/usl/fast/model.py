@@ -27,39 +27,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from usl.fast.criteria_lexicon import (
-    LEXICON_AXES,
-    dislikes_only_faults,
-    leading_negation,
-    lexicon_matrix,
-    no_particular_style,
-    strip_intensifiers,
-)
+from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
 from usl.fast.features import FEATURES
 from usl.fast.criterion_reader import DOMAIN, LENGTH, CriterionReader
 from usl.fast.lexicon_probe import check_fingerprint
-from usl.fast.register import RegisterScorer, RegisterStack, load_registers
-
-AVOID_PREFIX = "avoid:"
-
-
-def split_sign(criterion: str) -> tuple[str, float]:
-    """ "Avoid: jargon" -> ("jargon", -1.0); a criterion that only negates ("No walls of text",
-    "I can't stand long-winded replies") -> (the rest, -1.0); anything else is a like, sign +1.
-    A dislike of faults only ("Avoid: unethical suggestions", "Don't encourage harmful behaviour")
-    is a wish for the virtue, and is read whole as a like: the model scores how well an answer fits
-    a criterion, and cannot score how harmful or wrong it is, so a flipped sign would only turn
-    "avoid harm" into "prefer the worse answer". Likewise "No particular register" or "Avoid: any special
-    tone", a wish for the ordinary register rather than against one (``no_particular_style``)."""
-    text = criterion.strip()
-    if text.lower().startswith(AVOID_PREFIX):
-        rest = strip_intensifiers(text[len(AVOID_PREFIX):].strip())
-    else:
-        rest = leading_negation(text)
-    if not rest or dislikes_only_faults(rest) or no_particular_style(rest):
-        return text, 1.0
-    return rest, -1.0
-
+from usl.fast.register import RegisterScorer, RegisterStack
+from usl.fast.style_scorer import StyleScorer
 
 @dataclass
 class FastCRMConfig:
@@ -243,7 +216,7 @@ class FastCRM(nn.Module):
         check_fingerprint(raw.get("lexicon_fingerprint"), p)
         for key in ("features", "lexicon", "reader", "domain", "score_prior"):
             raw[key] = tuple(raw.get(key, ()))
-        register = load_registers(p)
+        register = _load_registers(p)
         readers = {}
         for kind, key in ((LENGTH, "reader"), (DOMAIN, "domain")):
             readers[kind.name] = CriterionReader.load(p, kind.name) if raw[key] else None
@@ -285,3 +258,9 @@ def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
 
 def as_tensor(x: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+
+
+def _load_registers(path: str | Path) -> RegisterStack | None:
+    """The answer scorers saved with a model (``path`` is the model directory), or None."""
+    parts = [p for p in (RegisterScorer.load(path), StyleScorer.load(path)) if p is not None]
+    return RegisterStack(parts) if parts else None

@@ -192,7 +192,7 @@ def samples_from_predictions(fast: Mapping, quality: Mapping,
                              kind_probs: Callable[[list[str]], np.ndarray]) -> list[GateSample]:
     """The samples both prediction sets hold (``read_predictions``): ``fast`` of the fast judge without a
     gate, ``quality`` of the reader; ``kind_probs(texts) -> (k, K)`` the criterion kinds."""
-    from usl.fast.model import split_sign
+    from usl.fast.criteria_lexicon import split_sign
     from usl.data.pairs.general import QUALITY_CRITERIA
 
     keys = sorted(k for k in fast if k in quality)

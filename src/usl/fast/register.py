@@ -197,11 +197,3 @@ class RegisterStack:
         for p in self.parts:
             if hasattr(p, "cache_dir"):
                 p.cache_dir = Path(cache_dir)
-
-
-def load_registers(path: str | Path) -> RegisterStack | None:
-    """The answer scorers saved with a model (``path`` is the model directory), or None."""
-    from usl.fast.style_scorer import StyleScorer
-
-    parts = [p for p in (RegisterScorer.load(path), StyleScorer.load(path)) if p is not None]
-    return RegisterStack(parts) if parts else None

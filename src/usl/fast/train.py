@@ -6,8 +6,8 @@ Criteria noise is redrawn every epoch from a generator seeded by (seed, epoch): 
 are added (``add_prob``), and extra criteria dropped while at least one remains. Ties are not
 trained on. Early stopping watches dev accuracy; the best epoch's weights are kept. Then the two
 factors set after training are chosen (the style-score prior's on reworded dev pairs, the length
-prior's on bare-vs-elaborated pairs: ``tune.py``), and the weights record the recipe, the git
-commit, package versions, the training files' sha256 and the criteria lexicon's fingerprint.
+prior's on bare-vs-elaborated pairs: ``usl.evaluation.length_boost``, passed in), and the weights record
+the recipe, the git commit, package versions, the training files' sha256 and the criteria lexicon's fingerprint.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +25,8 @@ from torch import nn
 
 from usl.fast.answer_bank import AnswerBank
 from usl.fast.criteria_encoder import CriteriaEncoder
-from usl.fast.model import FastCRM, FastCRMConfig, as_tensor, criteria_inputs, split_sign
+from usl.fast.criteria_lexicon import split_sign
+from usl.fast.model import FastCRM, FastCRMConfig, as_tensor, criteria_inputs
 from usl.crm.formatting import judged_texts
 from usl.crm.config import YamlConfig
 from usl.fast.criterion_reader import DOMAIN, LENGTH, CriterionReader, Kind, read_readings
@@ -418,10 +419,20 @@ def provenance(cfg: FastTrainConfig) -> dict:
             "lexicon_fingerprint": lexicon_fingerprint()}
 
 
-def train_fast(cfg: FastTrainConfig, cache_dir: Path, home: str | None = None) -> dict:
+# (weights folder, data, guard files, factors, tolerance, source=, home=) -> what was measured; it writes the
+# chosen factor into the weights' config.json (``usl.evaluation.length_boost.tune_length_boost``, which judges
+# the saved weights, so it is passed in from above the judges)
+LengthTuner = Callable[..., dict]
+
+
+def train_fast(cfg: FastTrainConfig, cache_dir: Path, home: str | None = None,
+               tune_length: LengthTuner | None = None) -> dict:
     """Train, choose the factors, save to ``cfg.out``. ``home``: the data home whose answer caches the
-    length factor's judge uses (``cache_dir`` is its cache folder)."""
+    length factor's judge uses (``cache_dir`` is its cache folder); ``tune_length`` chooses that factor when
+    the recipe names ``length_tune_data``."""
     torch.manual_seed(cfg.seed)
+    if cfg.length_tune_data and tune_length is None:
+        raise ValueError("length_tune_data needs a length tuner (usl.evaluation.length_boost.tune_length_boost)")
     for f in [*cfg.train, *cfg.dev, *cfg.tune_wordings, *([cfg.length_tune_data] if cfg.length_tune_data else [])]:
         if not Path(f).is_file():
             raise FileNotFoundError(f"{f}: not found (a file the recipe names; `make judge` builds the data first)")
@@ -530,10 +541,8 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path, home: str | None = None) -
     if tune:
         encoder.save_adapter(cfg.out)
     if cfg.length_tune_data:
-        from usl.fast.tune import tune_length_boost
-
-        report["length_boost"] = tune_length_boost(cfg.out, cfg.length_tune_data, cfg.dev, cfg.length_boosts,
-                                                   cfg.length_tolerance, source=cfg.length_tune_source, home=home)
+        report["length_boost"] = tune_length(cfg.out, cfg.length_tune_data, cfg.dev, cfg.length_boosts,
+                                             cfg.length_tolerance, source=cfg.length_tune_source, home=home)
     report["seconds"] = round(time.time() - t0, 1)
     (Path(cfg.out) / "training.json").write_text(json.dumps(report, indent=2))
     return report

@@ -22,7 +22,8 @@ from usl.fast.answer_bank import AnswerBank, Progress
 from usl.fast.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.criterion_kinds import KindModel
-from usl.fast.model import AnswerRepr, CriteriaRepr, FastCRM, as_tensor, criteria_inputs, split_sign
+from usl.fast.criteria_lexicon import split_sign
+from usl.fast.model import AnswerRepr, CriteriaRepr, FastCRM, as_tensor, criteria_inputs
 from usl.crm.quality_bank import QualityReading
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.fast.static_embed import StaticEmbedder

@@ -19,14 +19,16 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from usl.data.paper_jsonl import read_samples
+from usl.evaluation import metrics
+from usl.evaluation.report import judge_samples
+from usl.judges.fast import FastJudge
+
 log = logging.getLogger(__name__)
 
 
 def accuracy(judge, samples) -> dict[str, float]:
     """`usl eval`'s accuracy, in all ("all") and per kind of source (its first part: "human", ...)."""
-    from usl.evaluation import metrics
-    from usl.evaluation.report import judge_samples
-
     judged = judge_samples(judge, samples, batch_size=512)
     groups = {"all": judged}
     for j in judged:
@@ -48,9 +50,6 @@ def choose(rows: dict[float, tuple[float, dict[str, float]]], tolerance: float) 
 def tune_length_boost(weights: str | Path, data: str, guard: Sequence[str], boosts: Sequence[float],
                       tolerance: float, source: str = "", home: str | None = None) -> dict:
     """Choose and write ``length_boost`` into ``weights/config.json``; returns what was measured."""
-    from usl.data.paper_jsonl import read_samples
-    from usl.judges.fast import FastJudge
-
     samples = [s for s in read_samples(data) if not source or s.source == source]
     if not samples:
         raise ValueError(f"{data}: no samples{f' of source {source}' if source else ''} to choose the length factor on")
