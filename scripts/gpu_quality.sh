@@ -30,7 +30,7 @@ for r in $RUNS; do
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], {k: round(v['accuracy'] or 0, 3) for k, v in d['by_file'].items()})" \
     "$STAGE/$name/eval.json" "$name" | tee -a "$OUT/results.txt" || true
   if [[ " $BANK_RUNS " == *" $name "* ]]; then
-    python3 -m usl.crm.quality_bank --judge quality:$run --board "$C/board.json.xz" --out "$STAGE/$name/bank-board.npz" \
+    python3 -m usl.judges.quality --judge quality:$run --board "$C/board.json.xz" --out "$STAGE/$name/bank-board.npz" \
       2>&1 | tail -n 2
   fi
   # weights travel back for the runs that are read into a bank (a fully fine-tuned MiniLM is over the 16 MB a file)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from usl.crm.factored import pair_key
-from usl.crm.quality_bank import QualityBank, fill
-from usl.fast.quality_gate import GateSample, QualityGate, cross_fit, decide, fit
+from usl.quality.bank import QualityBank, fill
+from usl.quality.gate import GateSample, QualityGate, cross_fit, decide, fit
 
 QS, AS, BS = ["q1", "q2", "q3"], ["a1", "a2", "a3"], ["b1", "b2", "b3"]
 
@@ -155,11 +155,11 @@ def test_shipped_default_judge_weighs_the_shipped_reader():
 def test_readings_another_process_stored_are_taken_and_kept(tmp_path):
     """A running server and ``usl data add-model`` share a data directory: the server takes the pairs
     the other process read instead of reading them again, and its own saves keep them."""
-    from usl.crm.quality_bank import QualityReading
+    from usl.judges.fast import quality_reading
     from usl.weights import shipped
 
-    server = QualityReading.for_weights(shipped("fast-crm"), tmp_path)
-    other = QualityReading.for_weights(shipped("fast-crm"), tmp_path)
+    server = quality_reading(shipped("fast-crm"), tmp_path)
+    other = quality_reading(shipped("fast-crm"), tmp_path)
     assert server.missing(["q1"], ["a1"], ["b1"]) == 1
 
     fill(other.bank, lambda *_: np.array([2.5]), ["q1"], ["a1"], ["b1"], path=other._path)

@@ -20,7 +20,7 @@ from static_table import seed_static_table
 from test_llm_judge import FakeAPI
 
 PAIRS = 48            # make_tiny: 16 queries x 3 models against the baseline
-BATCH = 16            # pairs an LLM reader reads between two progress calls (quality_bank.QualityReading)
+BATCH = 16            # pairs an LLM reader reads between two progress calls (usl.quality.reader.QualityReading)
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ def fit_gate_cmd(
     report_out: str = typer.Option("", help="Also write the cross-fitted accuracies as a `usl eval`-style report "
                                             "(by_file, by_family), e.g. for a model card's table."),
 ) -> None:
-    """Learn how much each criterion leans on the quality reading (usl.fast.quality_gate) from pairs with
+    """Learn how much each criterion leans on the quality reading (usl.quality.gate) from pairs with
     both readings, print each file's accuracy cross-fitted over halves of the criteria wordings, and record
     the judge's accuracy on each kind of criterion beside the kind classifier."""
     with user_errors():
@@ -52,7 +52,7 @@ def fit_gate_cmd(
 
         from usl.fast.criterion_kinds import KindModel, reliability_by_kind
         from usl.fast.criteria_lexicon import split_sign
-        from usl.fast.quality_gate import fit_gate, read_predictions, samples_from_predictions
+        from usl.quality.gate import fit_gate, read_predictions, samples_from_predictions
         from usl.data.criteria import load_library
         from usl.judges.registry import load_judge
 
@@ -219,16 +219,21 @@ def fill_cmd(
 def llm_spend(reading, queries, answers, baselines) -> str:
     """What reading the missing pairs sends an LLM reader, and where: "16 requests, ~1.2k prompt tokens
     (chars/4 estimate), <= 16 completion tokens to http://host/v1"; '' for a reader that is no LLM."""
-    config = getattr(reading.reader, "config", None)
-    if config is None or not hasattr(config, "verdict"):
-        return ""
     import numpy as np
 
     from usl.data.pairs.general import QUALITY_CRITERIA
     from usl.judges.base import JudgeRequest
+    from usl.judges.llm_api import LLMJudge
     from usl.judges.llm_cost import estimate_cost
+    from usl.judges.quality import VerdictReader
     from usl.judges.redact import public_url
     from usl.types import Criteria
+
+    reader = reading.reader
+    judge = reader.judge if isinstance(reader, VerdictReader) else reader
+    if not isinstance(judge, LLMJudge):
+        return ""
+    config = judge.config
 
     todo = np.flatnonzero(np.isnan(reading.bank.lookup(queries, answers, baselines)))
     crit = Criteria(QUALITY_CRITERIA, ())

@@ -13,7 +13,7 @@ accurate?" barely better than a coin for facts it cannot check. So a board says,
 - for ``correctness`` a note that a small judge cannot verify facts or code, pointing to an LLM judge.
 
 ``usl quality fit-kinds`` fits the classifier and writes ``criterion_kinds.json`` beside the fast CRM's
-weights; the quality gate (``quality_gate.py``) reads the same kind probabilities.
+weights; the quality gate (``usl.quality.gate``) reads the same kind probabilities.
 """
 
 from __future__ import annotations

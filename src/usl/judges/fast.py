@@ -9,8 +9,10 @@ orders get the same number and ``judge_matrix`` skips the second order altogethe
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -24,12 +26,16 @@ from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.criterion_kinds import KindModel
 from usl.fast.criteria_lexicon import split_sign
 from usl.fast.model import AnswerRepr, CriteriaRepr, FastCRM, as_tensor, criteria_inputs
-from usl.crm.quality_bank import QualityReading
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.fast.static_embed import StaticEmbedder
 from usl.fast.substance import FOLDER as SUBSTANCE_FOLDER, SubstanceBank, substance_first
+from usl.crm.inference import model_dir_of
 from usl.judges.base import DecisionTerms, JudgeRequest, Verdict, verdicts_by_matrix
-from usl.judges.registry import register
+from usl.judges.crm import CRMJudge
+from usl.judges.quality import pair_reader
+from usl.judges.registry import load_judge, register
+from usl.quality.gate import QualityGate
+from usl.quality.reader import PairReader, QualityReading
 from usl.weights import shipped
 from usl.types import Criteria, CriterionReading
 
@@ -46,6 +52,31 @@ def _weights_hash(path: Path) -> str:
             h.update(str(f.relative_to(path)).encode())
             h.update(f.read_bytes())
     return h.hexdigest()[:12]
+
+
+def _load_reader(spec: str, home: str | None, **options) -> PairReader:
+    return pair_reader(load_judge(spec, home=home, **options))
+
+
+def quality_reading(weights: Path, home: str | None, reader: str = "") -> QualityReading | None:
+    """The quality term of the weights' gate (None without ``quality_gate.json``). ``reader``: a judge spec that
+    supplies the readings instead of the one the gate was fitted for (a stronger judge: ``llm:...``,
+    ``crm:PATH``); its own readings, in a bank of its own."""
+    gate = QualityGate.load(weights)
+    if gate is None:
+        if reader:
+            raise ValueError(f"{weights}: no quality_gate.json, so no quality reading to take from {reader!r}")
+        return None
+    home = None if home is None else str(home)
+    if reader and reader != gate.reader:
+        gate = replace(gate, reader=reader, reader_identity=load_judge(reader, home=home).identity)
+    # a CRM reads on this machine, and banks of its readings may ship beside its weights; cheap to load here,
+    # as a CRM judge loads its weights on first use
+    judge = load_judge(gate.reader)
+    local = isinstance(judge, CRMJudge)
+    shipped_banks = sorted(model_dir_of(judge.path).glob("bank-*.npz")) if local else []
+    return QualityReading(gate, home, functools.partial(_load_reader, gate.reader, home), local=local,
+                          shipped=shipped_banks)
 
 
 @contextlib.contextmanager
@@ -87,7 +118,7 @@ class FastJudge:
             self.reader.share_encoder(self.encoder)
         self._answer_repr: AnswerRepr | None = None
         self._repr_rows = 0
-        self.quality = QualityReading.for_weights(self.weights, home, quality)
+        self.quality = quality_reading(self.weights, home, quality)
         # substance first (fast/substance.py): weights without a substance reader judge by the criteria alone
         self.substance = (SubstanceBank(self.weights, cache / "substance")
                           if (self.weights / SUBSTANCE_FOLDER).is_dir() else None)
@@ -134,7 +165,7 @@ class FastJudge:
                        baseline_answers: Sequence[str], progress: Progress | None = None) -> DecisionTerms:
         """The terms the decision's logit sums, for model vs baseline (``DecisionTerms``): each criterion's
         reading (k, n), each criterion's share of the quality reader's reading (k, n) (zero without a
-        quality gate, ``quality_gate.py``) and the answers' own quality with substance first (n,). Pairs with
+        quality gate, ``usl.quality.gate``) and the answers' own quality with substance first (n,). Pairs with
         no stored quality reading are read first, ``progress`` called about every second (raising from it
         stops)."""
         crit = criteria.as_list() or list(QUALITY_CRITERIA)
@@ -148,10 +179,8 @@ class FastJudge:
             qual = (self.model.beta * (A.quality[ra] - A.quality[rb])).numpy()
         reading = np.zeros_like(per)
         if self.quality is not None:
-            a, b = self.quality.gate.weights(*self._kinds_and_signs(crit))              # (k,), (k,)
             q = self.quality.readings(queries, model_answers, baseline_answers, progress, fine=True)  # (n,)
-            per, qual = a.mean() * per, a.mean() * qual
-            reading = (b[:, None] / len(crit)) * q[None, :]
+            per, reading, qual = self.quality.gate.terms(*self._kinds_and_signs(crit), per, qual, q)
         if self.substance is not None:   # the verdict moved by substance first: a term of its own
             g = per.sum(0) + reading.sum(0) + qual
             za, zb = self._substance(rows_a, queries, model_answers), self._substance(rows_b, queries, baseline_answers)

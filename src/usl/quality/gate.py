@@ -5,9 +5,9 @@ The default judge's decision is
     logit(A over B) = a * fast(c; A, B) + (1/k) * sum_c b_c * Q(A, B),    a = (1/k) * sum_c a_c
     a_c = softplus(u . x_c),    b_c = softplus(v . x_c),    x_c = [P(kind | c), s_c, 1]
 
-``fast`` is the fast CRM's criteria reading (``model.py``), ``Q`` the quality reader's reading of the
-pair (``judges/quality.py``, stored per pair), ``P(kind | c)`` the criterion's kind probabilities
-(``criterion_kinds.py``: length, style, domain, quality, correctness) and ``s_c`` its sign (+1 a like, -1
+``fast`` is the fast CRM's criteria reading (``usl.fast.model``), ``Q`` the quality reader's reading of
+the pair (``usl.judges.quality``, stored per pair: ``usl.quality.bank``), ``P(kind | c)`` the criterion's kind probabilities
+(``usl.fast.criterion_kinds``: length, style, domain, quality, correctness) and ``s_c`` its sign (+1 a like, -1
 "Avoid: ..."). "The answer is helpful and accurate" leans on ``Q``, "Be concise" on the fast reading, and a
 list that mixes them in proportion. Both weights are non-negative, so quality never argues for the worse
 answer and a criterion never flips the fast reading; ``a`` also recalibrates the fast reading's confidence.
@@ -31,12 +31,25 @@ from pathlib import Path
 
 import numpy as np
 
+from usl.data.pairs.general import QUALITY_CRITERIA
+from usl.fast.criteria_lexicon import split_sign
+
 log = logging.getLogger(__name__)
 GATE_FILE = "quality_gate.json"
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, x)
+
+
+def inputs(kind_probs: np.ndarray, signs: np.ndarray) -> np.ndarray:
+    """``x_c = [P(kind | c), s_c, 1]`` for each criterion: (k, K) and (k,) -> (k, K + 2)."""
+    return np.concatenate([kind_probs, signs[:, None], np.ones((len(signs), 1))], 1)
+
+
+def decision(a, b, fast, q):
+    """The gate's logit from the criteria's mean weights ``a``, ``b`` and the two readings; numpy or torch."""
+    return a * fast + b * q
 
 
 @dataclass(frozen=True)
@@ -55,8 +68,16 @@ class QualityGate:
 
     def weights(self, kind_probs: np.ndarray, signs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(a_c, b_c) for each criterion: ``kind_probs`` (k, len(kinds)), ``signs`` (k,) -> two (k,) arrays."""
-        x = np.concatenate([kind_probs, signs[:, None], np.ones((len(signs), 1))], 1)
+        x = inputs(kind_probs, signs)
         return _softplus(x @ np.asarray(self.u)), _softplus(x @ np.asarray(self.v))
+
+    def terms(self, kind_probs: np.ndarray, signs: np.ndarray, criteria_rows: np.ndarray, answer: np.ndarray,
+              q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`decision` for n pairs, split by criterion so that a page can show each one's part: the fast
+        reading's rows (k, n) and answer term (n,), each times ``a``, and ``b_c / k * Q`` (k, n); all three
+        sum to ``a * fast + mean_c b_c * Q``."""
+        a, b = self.weights(kind_probs, signs)
+        return a.mean() * criteria_rows, (b[:, None] / len(b)) * q[None, :], a.mean() * answer
 
     def shares(self, kind_probs: np.ndarray, signs: np.ndarray) -> np.ndarray:
         """Each criterion's share of its decision that the quality reading holds, in [0, 1], with both
@@ -105,8 +126,7 @@ def fit(samples: Sequence[GateSample], *, l2: float = 1e-3, steps: int = 300) ->
     Returns (u, v, final mean log-loss)."""
     import torch
 
-    x = torch.tensor(np.concatenate([np.concatenate([s.kind_probs, s.signs[:, None], np.ones((len(s.signs), 1))], 1)
-                                     for s in samples]), dtype=torch.float64)
+    x = torch.tensor(np.concatenate([inputs(s.kind_probs, s.signs) for s in samples]), dtype=torch.float64)
     owner = torch.tensor(np.repeat(np.arange(len(samples)), [len(s.signs) for s in samples]))
     k = torch.tensor([len(s.signs) for s in samples], dtype=torch.float64)
     fast = torch.tensor([s.fast for s in samples], dtype=torch.float64)
@@ -120,7 +140,7 @@ def fit(samples: Sequence[GateSample], *, l2: float = 1e-3, steps: int = 300) ->
     def loss_fn():
         ab = torch.nn.functional.softplus(x @ p.T)                                    # (rows, 2)
         m = torch.zeros(len(k), 2, dtype=torch.float64).index_add(0, owner, ab) / k[:, None]
-        logit = m[:, 0] * fast + m[:, 1] * q
+        logit = decision(m[:, 0], m[:, 1], fast, q)
         return (torch.nn.functional.binary_cross_entropy_with_logits(logit, y)
                 + l2 * (p[:, :-2] ** 2).sum())
 
@@ -139,8 +159,8 @@ def fit(samples: Sequence[GateSample], *, l2: float = 1e-3, steps: int = 300) ->
 
 def decide(u: np.ndarray, v: np.ndarray, s: GateSample) -> float:
     """The gate's logit of A over B for one sample."""
-    x = np.concatenate([s.kind_probs, s.signs[:, None], np.ones((len(s.signs), 1))], 1)
-    return float(_softplus(x @ u).mean() * s.fast + _softplus(x @ v).mean() * s.q)
+    x = inputs(s.kind_probs, s.signs)
+    return float(decision(_softplus(x @ u).mean(), _softplus(x @ v).mean(), s.fast, s.q))
 
 
 def wording_fold(criteria: Sequence[str]) -> int:
@@ -192,9 +212,6 @@ def samples_from_predictions(fast: Mapping, quality: Mapping,
                              kind_probs: Callable[[list[str]], np.ndarray]) -> list[GateSample]:
     """The samples both prediction sets hold (``read_predictions``): ``fast`` of the fast judge without a
     gate, ``quality`` of the reader; ``kind_probs(texts) -> (k, K)`` the criterion kinds."""
-    from usl.fast.criteria_lexicon import split_sign
-    from usl.data.pairs.general import QUALITY_CRITERIA
-
     keys = sorted(k for k in fast if k in quality)
     if not keys:
         raise ValueError("the two prediction files share no sample (file and idx)")
