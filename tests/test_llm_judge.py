@@ -252,6 +252,47 @@ def test_leaderboard_with_llm_judge_is_cached_and_resumes(api_factory, tmp_path)
     assert api.calls == 16
 
 
+def test_an_llm_board_loads_no_local_model(api_factory, tmp_path):
+    """Ranking with an ``llm:`` judge loads none of the models the default judge runs here (sentence-transformers'
+    MiniLM, the fast CRM), and a board without criteria imports no torch or transformers at all. A board with
+    criteria loads the length reader (``usl.fast.length_intent``): the engine's reading of the criteria, for
+    every judge, not the judge's. In a fresh process, since this one has loaded them for other tests."""
+    import subprocess
+    import sys
+
+    from usl.store import Store
+    from usl.store.benchmarks import save_benchmark
+    from usl.types import Benchmark, Query, Response
+
+    api = api_factory()
+    queries = tuple(Query(f"q{i}", f"question {i}") for i in range(3))
+    texts = {"base": "plain", "good": "GOOD answer"}
+    save_benchmark(Store(tmp_path / "usl.sqlite"), Benchmark("t", queries, tuple(texts), "base"),
+                   [Response(q.id, m, t) for q in queries for m, t in texts.items()], source="test")
+    code = f"""
+import json, sys
+from usl.leaderboard.service import LeaderboardService
+from usl.leaderboard.types import LeaderboardSpec
+from usl.store import Store
+from usl.types import Criteria
+
+service = LeaderboardService(Store({str(tmp_path / "usl.sqlite")!r}), home={str(tmp_path)!r}, auto_topics=False)
+for criteria in (Criteria(), LeaderboardSpec.criteria):
+    spec = LeaderboardSpec(benchmark="t", judge="llm:m,base_url={api.url},api_key_env=", criteria=criteria,
+                           n_bootstrap=20, per_criterion=False)
+    board = service.rank(spec)
+    print(json.dumps({{"rows": {{r.model: r.win_rate for r in board.rows}},
+                      "loaded": [m for m in ("torch", "transformers", "sentence_transformers", "usl.judges.fast",
+                                             "usl.fast.model") if m in sys.modules]}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    bare, general = (json.loads(line) for line in out.stdout.splitlines()[-2:])
+    assert bare["rows"] == general["rows"] == {"good": 100.0} and api.calls == 2 * 2 * 3   # judged, by the LLM
+    assert bare["loaded"] == []
+    assert general["loaded"] == ["torch", "transformers"]                                 # the length reader
+
+
 def test_cli_reports_endpoint_failure_in_one_line(api_factory, tmp_path):
     from typer.testing import CliRunner
 

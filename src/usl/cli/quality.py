@@ -194,12 +194,13 @@ def fill_cmd(
     with user_errors():
         from tqdm import tqdm
 
+        from usl.judges.base import HasQualityTerm
         from usl.leaderboard.service import LeaderboardService
         from usl.leaderboard.types import LeaderboardSpec
 
         service = LeaderboardService(ctx.obj.store(), home=ctx.obj.home)
         j = service.judge(judge)
-        reading = getattr(j, "quality", None)
+        reading = j.quality if isinstance(j, HasQualityTerm) else None
         if reading is None:
             raise ValueError(f"judge {judge!r} has no quality reading to fill")
         spec = LeaderboardSpec(benchmark=benchmark, judge=judge, baseline=baseline or None)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from usl.evaluation.metrics import Judged, credit, summarize
-from usl.judges.base import Judge, JudgeRequest
+from usl.judges.base import Judge, JudgeRequest, Prepares
 from usl.types import Criteria, DataError, PreferenceSample
 
 log = logging.getLogger(__name__)
@@ -124,10 +124,9 @@ def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch
             raise DataError("no samples: the file is empty", path=str(path))
         loaded.append((name, subsample(samples, limit)))
     names = [name for name, _ in loaded]
-    prepare = getattr(judge, "prepare", None)
-    if callable(prepare):  # a judge that reads each answer once (the fast CRM) reads them all in one pass
+    if isinstance(judge, Prepares):  # a judge that reads each answer once (the fast CRM) reads them all in one pass
         reqs = [request(s, False) for _, samples in loaded for s in samples]
-        prepare([r.query for r in reqs] * 2, [r.response_a for r in reqs] + [r.response_b for r in reqs])
+        judge.prepare([r.query for r in reqs] * 2, [r.response_a for r in reqs] + [r.response_b for r in reqs])
     judged: list[Judged] = []
     for name, samples in loaded:
         judged.extend(judge_samples(judge, samples, file=name, batch_size=batch_size))

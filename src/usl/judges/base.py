@@ -14,6 +14,8 @@ from usl.types import Criteria
 if TYPE_CHECKING:       # numpy is imported where arrays are made, not with the protocol
     import numpy as np
 
+    from usl.quality.reader import QualityReading
+
 
 @dataclass(frozen=True)
 class JudgeRequest:
@@ -106,6 +108,55 @@ class Decomposable(Protocol):
     def decision_terms(self, criteria: Criteria, queries: Sequence[str], model_answers: Sequence[str],
                        baseline_answers: Sequence[str], progress=None) -> DecisionTerms:
         ...
+
+
+@runtime_checkable
+class Prepares(Protocol):
+    """A judge that reads a benchmark's answers ahead of its first board (the fast CRM's answer vectors, cached
+    on disk): handed the whole benchmark once, in a fixed order, it finds them there instead of recomputing."""
+
+    def prepare(self, queries: Sequence[str], answers: Sequence[str], progress=None) -> None:
+        ...
+
+
+@runtime_checkable
+class ReadsPairsAhead(Protocol):
+    """A judge that serves only the (answer, baseline) pairs it has read ahead (``crm-factored``'s stored
+    vectors, 2 transformer passes a pair): how many of a board's pairs it lacks."""
+
+    def missing_pairs(self, queries: Sequence[str], model_answers: Sequence[str],
+                      baseline_answers: Sequence[str]) -> int:
+        ...
+
+
+@runtime_checkable
+class HasQualityTerm(Protocol):
+    """A judge whose decision weighs a quality reading of each (answer, baseline) pair (``usl.quality``; None
+    where its weights hold no gate): what ``usl quality fill`` and ``prepare`` read ahead."""
+
+    quality: QualityReading | None
+
+
+@runtime_checkable
+class StoresReadings(Protocol):
+    """A judge that reads something of each (answer, baseline) pair once and stores it (the default judge's
+    quality reading): how many of a board's pairs it has not read yet, each a second of CPU or a request."""
+
+    def missing_readings(self, queries: Sequence[str], model_answers: Sequence[str],
+                         baseline_answers: Sequence[str]) -> int:
+        ...
+
+
+@runtime_checkable
+class SaysIfCacheable(Protocol):
+    """A judge that says whether its judgments are worth storing: ``cacheable`` False for one that recomputes
+    a board faster than SQLite reads it back. A judge that says nothing is cached."""
+
+    cacheable: bool
+
+
+def cacheable(judge: Judge) -> bool:
+    return not isinstance(judge, SaysIfCacheable) or judge.cacheable
 
 
 def verdicts_by_matrix(judge_matrix, requests: Sequence[JudgeRequest]) -> list[Verdict]:

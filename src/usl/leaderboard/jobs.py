@@ -25,12 +25,13 @@ Three ways to obtain verdicts, chosen by what the judge offers (never by its nam
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from usl.judges.base import Judge, JudgeRequest, MatrixJudge
+from usl.judges.base import Judge, JudgeRequest, MatrixJudge, cacheable
 from usl.leaderboard.answers import Answers, PairGrid
 from usl.leaderboard.judgments import (BASELINE_FIRST, BOTH_ORDERS, MODEL_FIRST, CacheScope, Judgment,
                                        JudgmentCache)
@@ -59,7 +60,7 @@ def score(data: Answers, judge: Judge, job: ScoringJob, cache: JudgmentCache | N
           config: JobConfig = JobConfig(), progress: Progress | None = None) -> np.ndarray:
     """The (len(models), len(query_ids)) score matrix of the job; see the module docstring."""
     grid = data.grid(job.baseline, tuple(job.models), tuple(job.query_ids))
-    if not getattr(judge, "cacheable", True):
+    if not cacheable(judge):
         cache = None
     scope = CacheScope(judge.identity, job.criteria.key(), data.name, job.baseline)
     if isinstance(judge, MatrixJudge):
@@ -164,10 +165,11 @@ def score_distributed(data: Answers, judge: Judge, job: ScoringJob, cache: Judgm
     returns the whole matrix read back from the store. Without a process group: plain ``score``."""
     import dataclasses
 
-    import torch.distributed as dist
-
+    # a process group exists only where torch.distributed was imported (torchrun's script): without it, no
+    # torch is loaded here (an llm: board loads no local model)
+    dist = sys.modules.get("torch.distributed")
     # a judge_matrix judge is vectorised and cheap: each process runs it whole (the store keeps one copy)
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1 \
+    if dist is None or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1 \
             or isinstance(judge, MatrixJudge):
         return score(data, judge, job, cache, config, progress)
     score(data, judge, job, cache, dataclasses.replace(config, shard=(dist.get_rank(), dist.get_world_size())),

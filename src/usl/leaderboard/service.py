@@ -45,7 +45,7 @@ from scipy.optimize import nnls
 
 import usl
 from usl.fast.length_intent import length_wish
-from usl.judges.base import Judge, ReadsCriteria
+from usl.judges.base import HasQualityTerm, Judge, Prepares, ReadsCriteria, ReadsPairsAhead, cacheable
 from usl.judges.registry import load_judge
 from usl.leaderboard import stats
 from usl.leaderboard.answers import Answers
@@ -164,7 +164,7 @@ class LeaderboardService:
         data = self.answers(spec.benchmark)
         baseline = self._baseline(spec, data)
         judge = self.judge(spec.judge)
-        if not hasattr(judge, "missing_pairs"):
+        if not isinstance(judge, ReadsPairsAhead):
             return 0
         key = ("unread", judge.identity, data.name, data.benchmark.version, baseline)
         with self._lock:
@@ -195,7 +195,7 @@ class LeaderboardService:
         ``quality`` is False (the caller reads them itself, with a progress of its own)."""
         spec = LeaderboardSpec(benchmark=benchmark, judge=judge)
         prepared = self._board_context(spec, progress)[1]
-        reading = getattr(prepared, "quality", None)
+        reading = prepared.quality if isinstance(prepared, HasQualityTerm) else None
         if reading is not None and quality:
             reading.readings(*self.pair_texts(spec), progress=progress)
         return prepared
@@ -209,7 +209,7 @@ class LeaderboardService:
         """
         judge = self.judge(spec)
         key = (spec, data.name, data.benchmark.version)
-        if hasattr(judge, "prepare") and key not in self._prepared_keys:
+        if isinstance(judge, Prepares) and key not in self._prepared_keys:
             with self._prepare_lock:     # not self._lock: the first prepare may take a minute
                 if key not in self._prepared_keys:
                     qs, ans = data.all_answers()
@@ -248,7 +248,7 @@ class LeaderboardService:
         """
         data, judge, baseline, models, sel = self._board_context(spec, None)
         ref = self._prepared(reference, data, None)
-        if not getattr(ref, "cacheable", True):
+        if not cacheable(ref):
             raise ValueError(f"judge {reference!r} keeps no judgments to refine with; name a reference CRM "
                              "such as 'crm' or 'crm:PATH'")
         f = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)

@@ -19,6 +19,7 @@ from fastapi import HTTPException
 
 from usl.data.topics import match_topics
 from usl.fast.length_intent import read_wishes
+from usl.judges.base import StoresReadings
 from usl.judges.redact import public_judge
 from usl.leaderboard.calibrations import check_fits
 from usl.leaderboard.limits import InputError
@@ -143,10 +144,9 @@ class Boards:
         if time.monotonic() - when < REFUSAL_MEMO_S:
             return n
         judge = self.service.judge(spec.judge)
-        missing = getattr(judge, "missing_readings", None)
-        if missing is None:
+        if not isinstance(judge, StoresReadings):
             return 0
-        n = int(missing(*self.service.pair_texts(spec)))
+        n = int(judge.missing_readings(*self.service.pair_texts(spec)))
         if n == 0:
             self._all_read.add(key)
         elif n > self.config.max_new_readings:
@@ -263,9 +263,7 @@ def _warm_judges(service: Any, specs: tuple[str, ...], benchmark: str) -> None:
     default benchmark's pairs in their stored vectors, judging nothing."""
     for spec in specs:
         try:
-            judge = service.judge(spec)
-            if hasattr(judge, "warm"):
-                judge.warm()
+            service.judge(spec)
             if hasattr(service, "unread_pairs"):
                 service.unread_pairs(LeaderboardSpec(benchmark=benchmark, judge=spec))
         except Exception as e:  # noqa: BLE001
