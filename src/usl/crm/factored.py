@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from usl import atomic
+from usl.crm.inference import weights_version as version
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,6 @@ def pair_key(query: str, answer: str, baseline: str) -> bytes:
 def weights_version(model_dir: Path) -> str:
     """What stored vectors depend on: the CRM's weights and reading settings, not the machine's
     backbone path (``usl.crm.inference.weights_version``, portable)."""
-    from usl.crm.inference import weights_version as version
-
     try:
         return version(model_dir, portable=True)
     except (OSError, ValueError) as e:

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Sequence
 
 from usl.crm.trainer import CRM_FORMAT, order_averaged
+from usl.crm.dataset import _pad
+from usl.crm.formatting import PromptFormatter
+from usl.data.backbone import ensure_pad_token, load_classifier, resolve_backbone, weights_sha256
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +63,6 @@ class CRMScorer:
         ``torch.compile`` the decoder layers (default: when packed on a GPU; 1.5x there)."""
         import torch
 
-        from usl.data.backbone import ensure_pad_token, load_classifier
-        from usl.crm.formatting import PromptFormatter
-
         self.dir = model_dir_of(path)
         self.meta = json.loads((self.dir / "crm.json").read_text())
         if self.meta.get("format") != CRM_FORMAT:
@@ -73,8 +73,6 @@ class CRMScorer:
         self.dtype = getattr(torch, dtype or ("bfloat16" if self.device.startswith("cuda") else "float32"))
         self.pack_tokens = max(pack_tokens, self.meta["formatter"]["max_length"])    # any input fits a row
         from transformers import AutoTokenizer
-
-        from usl.data.backbone import resolve_backbone
 
         self.base_dir = resolve_backbone(backbone or self.meta["backbone"], home) \
             if (self.dir / "adapter_config.json").is_file() else None
@@ -122,8 +120,6 @@ class CRMScorer:
             return load(self.dir)
         from peft import PeftModel
 
-        from usl.data.backbone import weights_sha256
-
         sha = weights_sha256(self.base_dir)
         if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:
             log.warning("backbone %s differs from the one this CRM was trained on (sha %s != %s)",
@@ -140,8 +136,6 @@ class CRMScorer:
         [spans])`` replaces the model's forward: a tensor or a tuple of tensors, batch first (each
         row then gets its slice of each)."""
         import torch
-
-        from usl.crm.dataset import _pad
 
         keys = [(tuple(ids), None if spans is None else tuple(map(tuple, spans))) for ids, spans in rows]
         first = {}

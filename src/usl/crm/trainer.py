@@ -29,6 +29,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from usl.crm.config import TrainConfig
+from usl.crm.dataset import CRMDataset, PackedPairwiseCollator, PairwiseCollator, PointwiseCollator
+from usl.crm.formatting import PromptFormatter
+from usl.data.backbone import load_classifier, load_tokenizer, resolve_backbone, weights_sha256
+from usl.data.paper_jsonl import read_samples
 
 log = logging.getLogger(__name__)
 
@@ -233,8 +237,6 @@ def build_model(cfg: TrainConfig, model_dir: Path, tokenizer):
     """The classifier (num_labels 2 pairwise, 1 pointwise), wrapped in LoRA when asked."""
     import torch
 
-    from usl.data.backbone import load_classifier
-
     dtype = cfg.base_dtype
     if dtype == "auto":
         dtype = "bfloat16" if cfg.finetune == "lora" and _precision(cfg) == "bf16" else "float32"
@@ -339,8 +341,6 @@ def training_args(cfg: TrainConfig, run_dir: Path, has_dev: bool, world_size: in
 def _load_split(path: str, limit: int, seed: int):
     import numpy as np
 
-    from usl.data.paper_jsonl import read_samples
-
     samples = read_samples(path)
     if not limit or limit >= len(samples):
         return samples
@@ -364,10 +364,6 @@ class Built:
 def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
     """Resolve the backbone, read the data, wrap the model, configure the ``Trainer``."""
     from transformers import EarlyStoppingCallback, set_seed
-
-    from usl.data.backbone import load_tokenizer, resolve_backbone
-    from usl.crm.dataset import CRMDataset, PackedPairwiseCollator, PairwiseCollator, PointwiseCollator
-    from usl.crm.formatting import PromptFormatter
 
     run_dir = Path(cfg.output_dir)
     if (run_dir / "final").exists() and not cfg.resume:
@@ -428,8 +424,6 @@ def build_trainer(cfg: TrainConfig, home: str | None = None) -> Built:
 def train(cfg: TrainConfig, home: str | None = None, built: Built | None = None) -> Path:
     """Run one training job end to end; returns the directory of the final model."""
     import torch
-
-    from usl.data.backbone import weights_sha256
 
     b = built or build_trainer(cfg, home)
     trainer, train_ds, dev_ds, run_dir = b.trainer, b.train_ds, b.dev_ds, b.run_dir

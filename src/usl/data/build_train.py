@@ -56,6 +56,7 @@ from usl.data.pairs.base import Pair
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.data.paper_jsonl import write_samples
 from usl.types import DataError, Message, PreferenceSample
+from usl.paths import shared_data
 
 log = logging.getLogger(__name__)
 
@@ -259,8 +260,6 @@ class SampleMaker:
 # ----------------------------------------------------------------------------------------- builder
 
 def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
-    from usl.paths import shared_data
-
     t0 = time.time()
     out = Path(cfg.out)
     for parent in (out, *out.parents):          # found now, not after the build's half minute

@@ -13,6 +13,8 @@ from typing import Sequence
 from usl.evaluation.metrics import Judged, credit, summarize
 from usl.judges.base import Judge, JudgeRequest, Prepares
 from usl.types import Criteria, DataError, PreferenceSample
+from usl.crm.formatting import judged_texts
+from usl.data.paper_jsonl import read_samples
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +27,6 @@ def to_criteria(lines: Sequence[str]) -> Criteria:
 
 
 def request(s: PreferenceSample, swapped: bool = False) -> JudgeRequest:
-    from usl.crm.formatting import judged_texts
-
     q, a, b = judged_texts(s.prompt, s.model_a, s.model_b)
     if swapped:
         a, b = b, a
@@ -113,8 +113,6 @@ def subsample(samples: Sequence[PreferenceSample], limit: int, seed: int = 0) ->
 
 
 def evaluate(judge: Judge, files: Sequence[str | Path], *, limit: int = 0, batch_size: int = 16) -> EvalReport:
-    from usl.data.paper_jsonl import read_samples
-
     t0 = time.perf_counter()
     # Read (and so validate) every file before judging any: a bad last file fails in seconds.
     loaded = []

@@ -44,6 +44,7 @@ from typing import Literal
 from usl.fast.criterion_reader import CriterionReader
 from usl.types import Criteria
 from usl.fast.criteria_lexicon import split_sign
+from usl.weights import shipped
 
 Side = Literal["shorter", "longer"]
 _LOCK = threading.Lock()  # one reader, its tokenizer and its memo, read from the server's threads
@@ -59,8 +60,6 @@ class LengthWish:
 @functools.lru_cache(maxsize=1)
 def shipped_length_reader() -> CriterionReader:
     """The default judge's length reader (loaded once a process; its MiniLM is loaded on first read)."""
-    from usl.weights import shipped
-
     reader = CriterionReader.load(shipped("fast-crm"), "length")
     if reader is None:
         raise FileNotFoundError("the shipped fast CRM has no length_reader/")

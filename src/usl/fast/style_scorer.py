@@ -46,6 +46,7 @@ import numpy as np
 
 from usl import atomic
 from usl.fast.register import weights_fingerprint
+from usl.data.embed import encoder_path
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,6 @@ def _base_path(cfg: StyleScorerConfig, base_path: str | None) -> str:
     if base_path:
         return base_path
     if cfg.base == "sentence-transformers/all-MiniLM-L6-v2":
-        from usl.data.embed import encoder_path
-
         return encoder_path()
     return cfg.base
 

@@ -29,15 +29,16 @@ from usl.fast.criteria_lexicon import split_sign
 from usl.fast.model import FastCRM, FastCRMConfig, as_tensor, criteria_inputs
 from usl.crm.formatting import judged_texts
 from usl.crm.config import YamlConfig
-from usl.fast.criterion_reader import DOMAIN, LENGTH, CriterionReader, Kind, read_readings
+from usl.fast.criterion_reader import CriterionReader, DOMAIN, Kind, LENGTH, library_held_out, read_readings, read_wordings
 from usl.fast.lexicon_probe import lexicon_fingerprint
 from usl.fast.register import RegisterConfig, RegisterStack, fit_register
 from usl.fast.static_embed import StaticEmbedder, fit_idf
 from usl.fast.style_scorer import DIR as STYLE_DIR
 from usl.fast.style_scorer import StyleScorer, read_table, text_key
-from usl.data.io import file_sha256
+from usl.data.io import file_sha256, read_json
 from usl.data.paper_jsonl import read_samples
 from usl.types import PreferenceSample
+from usl.data.build_train import _git_commit
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +138,6 @@ def _score_prior(names: Sequence[str]) -> tuple[str, ...]:
 def _tuning_wordings(files: Sequence[str], train_files: Sequence[str]) -> dict[str, list[str]]:
     """family -> wordings of ``files`` (read as the domain reader's wordings files are), less the criteria
     library's held-out wordings (those word the evaluation pairs)."""
-    from usl.fast.criterion_reader import library_held_out, read_wordings
-
     seeds = {data.get("seed", 0) for _, data in _manifests(train_files)}
     # compared as the readers read them (what split_sign leaves), as `usl train-reader` does
     held = {split_sign(t)[0] for s in seeds or {0} for t in library_held_out(s)}
@@ -275,8 +274,6 @@ def _reader(kind: Kind, reader_dir: str, train_files: list[str]) -> tuple[Criter
 
 def _manifests(train_files: Sequence[str]) -> list[tuple[Path, dict]]:
     """The manifest of each training file's build (`usl data build-train`), where it has one."""
-    from usl.data.io import read_json
-
     return [(m, read_json(m)) for f in train_files if (m := Path(f).parent / "manifest.json").exists()]
 
 
@@ -284,8 +281,6 @@ def _check_reader_split(reader_dir: str, train_files: list[str]) -> None:
     """A reader trained on one split of the criteria library would have read the wordings another split
     holds out for evaluation: refuse a reader whose library seed differs from the training data's, and
     one that read a criteria family the training data holds out whole (``--holdout-family``)."""
-    from usl.data.io import read_json
-
     info = Path(reader_dir) / "training.json"
     got = read_json(info) if info.exists() else {}
     seed = got.get("library_seed")
@@ -404,8 +399,6 @@ def provenance(cfg: FastTrainConfig) -> dict:
     """What made the weights: the recipe, the code (git commit, package versions), the data (sha256 of
     every file read) and the criteria lexicon's reading (``lexicon_probe``)."""
     import importlib.metadata as md
-
-    from usl.data.build_train import _git_commit
 
     versions = {}
     for pkg in ("usl", "torch", "numpy", "transformers", "safetensors"):

@@ -14,6 +14,8 @@ from typing import Any, Sequence
 
 from usl.judges.base import JudgeRequest, Verdict
 from usl.judges.registry import register
+from usl.crm.inference import CRMScorer, model_dir_of, weights_version
+from usl.weights import shipped
 
 
 @dataclass
@@ -31,8 +33,6 @@ class CRMJudge:
     @property
     def version(self) -> str:
         if not self._version:
-            from usl.crm.inference import model_dir_of, weights_version
-
             self._version = weights_version(model_dir_of(self.path))
         return self._version
 
@@ -43,8 +43,6 @@ class CRMJudge:
     @property
     def scorer(self):
         if self._scorer is None:
-            from usl.crm.inference import CRMScorer
-
             self._scorer = CRMScorer(self.path, device=self.device, home=self.home, batch_size=self.batch_size)
         return self._scorer
 
@@ -60,9 +58,6 @@ SHIPPED = "crm-minilm-span"
 @register("crm")
 def _crm(arg: str | None = None, *, device: str | None = None, home: str | None = None,
          batch_size: int | None = None, **_) -> CRMJudge:
-    from usl.weights import shipped
-    from usl.crm.inference import model_dir_of
-
     arg = arg or str(shipped(SHIPPED))
     model_dir_of(arg)  # fail fast on a wrong path
     return CRMJudge(path=arg, device=device, home=home, batch_size=batch_size)

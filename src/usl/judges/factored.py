@@ -30,10 +30,13 @@ from typing import Any
 import numpy as np
 
 from usl import paths
-from usl.crm.factored import NEUTRAL
+from usl.crm.factored import Basis, CONTEXTS, FACTORED_DIR, FactoredCRM, FactoredHead, NEUTRAL, PairBank, bank_version, pair_key, read_contexts, weights_version
 from usl.judges.base import JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.registry import register
 from usl.types import Criteria
+from usl.crm.inference import CRMScorer, model_dir_of
+from usl.judges.crm import SHIPPED
+from usl.weights import shipped
 
 log = logging.getLogger(__name__)
 SAVE_EVERY = 512      # pairs read between two saves of the data directory's bank (~1 min on 2 cores)
@@ -63,14 +66,10 @@ class FactoredJudge:
     # -- identity ------------------------------------------------------------------------------
     @property
     def dir(self) -> Path:
-        from usl.crm.inference import model_dir_of
-
         return model_dir_of(self.path)
 
     @property
     def factored_dir(self) -> Path:
-        from usl.crm.factored import FACTORED_DIR
-
         return self.dir / FACTORED_DIR
 
     @property
@@ -78,8 +77,6 @@ class FactoredJudge:
         """Changes with anything a decision depends on: the CRM's weights and reading settings, the
         basis, the contexts and how many are read, the neutral criteria, the shipped banks."""
         if not self._version:
-            from usl.crm.factored import CONTEXTS
-
             h = hashlib.sha256(self.bank_version.encode())
             h.update((self.factored_dir / "contexts.json").read_bytes())
             h.update(f"contexts={self.contexts or CONTEXTS};neutral={NEUTRAL}".encode())
@@ -96,8 +93,6 @@ class FactoredJudge:
     @property
     def bank_version(self) -> str:
         """What stored codes mean here (the CRM's weights and the basis): banks of another are ignored."""
-        from usl.crm.factored import bank_version, weights_version
-
         if not self._bank_version:
             self._bank_version = bank_version(weights_version(self.dir), self.basis)
         return self._bank_version
@@ -106,9 +101,6 @@ class FactoredJudge:
     @property
     def crm(self):
         if self._crm is None:
-            from usl.crm.factored import FactoredCRM
-            from usl.crm.inference import CRMScorer
-
             self._crm = FactoredCRM(CRMScorer(self.path, device=self.device, home=self.home,
                                               batch_size=self.batch_size))
         return self._crm
@@ -116,8 +108,6 @@ class FactoredJudge:
     @property
     def basis(self):
         if self._basis is None:
-            from usl.crm.factored import Basis
-
             self._basis = Basis.load(self.factored_dir / "basis.npz")
         return self._basis
 
@@ -130,8 +120,6 @@ class FactoredJudge:
 
     def _load_home_bank(self):
         """The data directory's bank, or None; a broken one (a cache) is moved aside with a warning."""
-        from usl.crm.factored import PairBank
-
         path = self.home_bank_path()
         if not path.is_file():
             return None
@@ -146,8 +134,6 @@ class FactoredJudge:
     def bank(self):
         """Shipped banks of this CRM plus this data directory's own."""
         if self._bank is None:
-            from usl.crm.factored import PairBank
-
             self._found.clear()
             bank = PairBank.empty(self.basis, self.bank_version)
             found = [(f, PairBank.load(f)) for f in self._shipped_banks()]
@@ -164,15 +150,11 @@ class FactoredJudge:
 
     def _contexts_list(self):
         if self._contexts is None:
-            from usl.crm.factored import CONTEXTS, read_contexts
-
             self._contexts = read_contexts(self.factored_dir / "contexts.json", self.contexts or CONTEXTS)
         return self._contexts
 
     def head(self):
         if self._head is None or self._head.bank is not self.bank():
-            from usl.crm.factored import FactoredHead
-
             self._head = FactoredHead(self.crm.scorer.model.head, self.basis, self.bank())
         return self._head
 
@@ -191,8 +173,6 @@ class FactoredJudge:
         a time (under a file lock: another process may be adding too): a killed run keeps what it
         read, and the next one reads only the rest."""
         import fcntl
-
-        from usl.crm.factored import PairBank
 
         path = self.home_bank_path()
         log.info("reading %d answer pairs with %s (2 transformer passes each; stored in %s)", len(pairs),
@@ -215,8 +195,6 @@ class FactoredJudge:
     def _lookup(self, trip: list[tuple[str, str, str]]) -> tuple[np.ndarray, np.ndarray]:
         """Bank rows and signs (-1: not stored). Found pairs are remembered by their texts (Python
         caches a string's hash, so a board asked again costs dict lookups, not 40k digests)."""
-        from usl.crm.factored import pair_key
-
         bank = self.bank()                  # first: a bank built afresh forgets what was found
         rows = np.full(len(trip), -1, np.int64)
         sign = np.ones(len(trip), np.float32)
@@ -256,8 +234,6 @@ class FactoredJudge:
               baseline_answers: Sequence[str], progress=None) -> tuple[np.ndarray, np.ndarray]:
         """Bank row and sign of every pair, reading (and storing) the pairs the bank lacks; a pair
         asked in both orientations is read once."""
-        from usl.crm.factored import pair_key
-
         trip = list(zip(queries, model_answers, baseline_answers))
         rows, sign = self._lookup(trip)
         missing = np.flatnonzero(rows < 0)
@@ -290,11 +266,6 @@ class FactoredJudge:
 @register("crm-factored")
 def _crm_factored(arg: str | None = None, *, home: str | None = None, device: str | None = None,
                   batch_size: int | None = None, contexts: int | None = None, **_) -> FactoredJudge:
-    from usl.weights import shipped
-    from usl.crm.factored import FACTORED_DIR
-    from usl.crm.inference import model_dir_of
-    from usl.judges.crm import SHIPPED
-
     d = model_dir_of(arg or str(shipped(SHIPPED)))    # fail fast on a wrong path
     for f in ("basis.npz", "contexts.json"):
         if not (d / FACTORED_DIR / f).is_file():

@@ -14,6 +14,8 @@ from usl.data.topics import load_topics, match_topics
 from usl.leaderboard.types import LeaderboardSpec
 from usl.store.benchmarks import load_benchmark
 from usl.store.db import Store
+from usl.leaderboard.calibrations import check_fits, stored
+from usl.leaderboard.reference import REFERENCES
 
 
 def check_names(store: Store, spec: LeaderboardSpec, reference: str | None = None) -> LeaderboardSpec:
@@ -29,7 +31,6 @@ def check_names(store: Store, spec: LeaderboardSpec, reference: str | None = Non
         raise ValueError(f"baseline {spec.baseline!r} is not a model of benchmark {bench.name!r}; "
                          f"models: {', '.join(bench.models)}")
     if spec.calibration:                                     # an unknown name lists the stored ones
-        from usl.leaderboard.calibrations import check_fits, stored
 
         check_fits(stored(store, spec.calibration), spec)
     if not spec.topics:
@@ -42,7 +43,5 @@ def check_names(store: Store, spec: LeaderboardSpec, reference: str | None = Non
 
 def check_reference(name: str) -> None:
     """Raise ``ValueError`` listing the published boards when ``name`` is none of them."""
-    from usl.leaderboard.reference import REFERENCES
-
     if name not in REFERENCES:
         raise ValueError(f"unknown reference leaderboard {name!r}; known: {', '.join(REFERENCES)}")

@@ -44,22 +44,28 @@ import numpy as np
 from scipy.optimize import nnls
 
 import usl
+from usl import paths
+from usl.data import topics as topics_mod
+from usl.data.embed import shared_embedder
 from usl.fast.length_intent import length_wish
+from usl.judges import calibration as cal
 from usl.judges.base import HasQualityTerm, Judge, Prepares, ReadsCriteria, ReadsPairsAhead, cacheable
 from usl.judges.registry import load_judge
 from usl.leaderboard import stats
+from usl.leaderboard import calibrations
 from usl.leaderboard.answers import Answers
 from usl.leaderboard.contradictions import find_contradictions
 from usl.leaderboard.jobs import JobConfig, ScoringJob, cached_scores, score, score_distributed
 from usl.leaderboard.judgments import JudgmentCache
 from usl.leaderboard.length_control import length_controlled
+from usl.leaderboard.limits import LIMITS, check_text
 from usl.leaderboard.ratings import elo_ratings
 from usl.leaderboard.refine import MIN_JUDGED, refinement_order
 from usl.leaderboard.refine import refine as refine_board
-from usl.judges import calibration as cal
-from usl.leaderboard import calibrations
 from usl.leaderboard.types import CalibrationReport, Comparison, Leaderboard, LeaderboardSpec, Row
+from usl.store.benchmarks import list_benchmarks, load_benchmark, load_responses, stored_version
 from usl.store.db import Store
+from usl.store.votes import save_calibration
 from usl.types import Criteria, DataError
 
 log = logging.getLogger(__name__)
@@ -110,20 +116,14 @@ class LeaderboardService:
 
     # ---- data -------------------------------------------------------------------------------
     def benchmarks(self) -> list[str]:
-        from usl.store.benchmarks import list_benchmarks
-
         return list_benchmarks(self.store)
 
     def topics(self, benchmark: str):
-        from usl.data.topics import load_topics
-
-        return load_topics(self.store, benchmark)
+        return topics_mod.load_topics(self.store, benchmark)
 
     def data_version(self, benchmark: str) -> str:
         """The benchmark's stored content version ('' for no such benchmark): a board computed from an
         older one is out of date."""
-        from usl.store.benchmarks import stored_version
-
         try:
             return stored_version(self.store, benchmark)
         except DataError:
@@ -133,13 +133,9 @@ class LeaderboardService:
         """The benchmark's answers, kept in memory while its stored version stays the same: a model
         added or removed by another process (``usl data add-model`` beside a running ``usl serve``)
         is on the next board."""
-        from usl.store.benchmarks import stored_version
-
         version = stored_version(self.store, benchmark)
         with self._lock:
             if benchmark not in self._answers or self._answers[benchmark].benchmark.version != version:
-                from usl.store.benchmarks import load_benchmark, load_responses
-
                 data = Answers(load_benchmark(self.store, benchmark), load_responses(self.store, benchmark))
                 name = hashlib.sha256(benchmark.encode()).hexdigest()[:12]
                 saved = self.store.path.parent / "cache" / "leaderboard" / f"answers-{name}-{data.benchmark.version}.npz"
@@ -406,9 +402,6 @@ class LeaderboardService:
         """Fit calibration ``name`` of ``spec``'s judge on every stored vote of its benchmark under its
         criteria, store it with those votes (replacing one of that name), and say which models it moved.
         Refused, with nothing stored or changed, for votes of a model the benchmark no longer has."""
-        from usl.leaderboard.limits import LIMITS, check_text
-        from usl.store.votes import save_calibration
-
         check_text(name, "calibration", LIMITS.max_name_chars)
         if not name.strip():
             raise DataError("a calibration needs a name", field="calibration")
@@ -464,9 +457,6 @@ class LeaderboardService:
         if embeddings and criteria.likes and criteria.avoid:
             with self._lock:
                 if self._embedder is None:
-                    from usl import paths
-                    from usl.data.embed import shared_embedder
-
                     self._embedder = shared_embedder(paths.cache_dir(self.home, "embeddings"))
                 embedder = self._embedder
         return find_contradictions(criteria, embedder)
@@ -509,8 +499,6 @@ class LeaderboardService:
         return s
 
     def _select(self, spec: LeaderboardSpec, data: Answers) -> _Selection:
-        from usl.data import topics as topics_mod
-
         if spec.topics and spec.use_case:
             raise ValueError("select queries by topics or by use case, not both")
         all_ids = [q.id for q in data.benchmark.queries]
@@ -521,9 +509,7 @@ class LeaderboardService:
             query_ids = tuple(q for q in all_ids if q in wanted)
             topics = chosen
         elif spec.use_case.strip():
-            from usl.data.topics import select_by_use_case
-
-            wanted = set(select_by_use_case(self.store, data.name, spec.use_case))
+            wanted = set(topics_mod.select_by_use_case(self.store, data.name, spec.use_case))
             query_ids = tuple(q for q in all_ids if q in wanted)
         else:
             query_ids = tuple(all_ids)
@@ -540,8 +526,6 @@ class LeaderboardService:
         return _Selection(query_ids, columns, topic_map)
 
     def _stored_topics(self, benchmark: str, compute: bool, required: bool) -> list:
-        from usl.data import topics as topics_mod
-
         with self._lock:
             found = topics_mod.load_topics(self.store, benchmark)
             if found or not (compute or self.auto_topics) or (benchmark in self._no_topics and not required):

@@ -35,6 +35,7 @@ from usl.server.boards import served_judge
 from usl.server.scheduler import FairQueue
 from usl.server.schemas import LIMITS, Criterion, JudgeName
 from usl.types import Criteria
+from usl.leaderboard.types import LeaderboardSpec
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +155,6 @@ def router(service: Any, judges: tuple[str, ...], queue: FairQueue, limits: Rewa
 
 
 def _criteria(likes: list[str], avoid: list[str]) -> Criteria:
-    from usl.leaderboard.types import LeaderboardSpec
-
     likes, avoid = [c.strip() for c in likes if c.strip()], [c.strip() for c in avoid if c.strip()]
     return Criteria(tuple(likes), tuple(avoid)) if likes or avoid else LeaderboardSpec().criteria
 

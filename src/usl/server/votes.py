@@ -36,6 +36,8 @@ from usl.leaderboard.check import agreement, suggest_length
 from usl.server.boards import USER_ERRORS, message
 from usl.server.rates import WriteRate
 from usl.server.schemas import Name, SpecIn
+from usl.data.paper_jsonl import sample_to_dict
+from usl.store.votes import Vote, delete_votes, save_votes, vote_samples
 
 MAX_PAIRS = 20
 MAX_VOTES = 50
@@ -160,7 +162,6 @@ def router(boards: Any, spec_query: Callable[..., SpecIn], rate: WriteRate) -> A
         judge = await _call(service.judge, spec.judge)
         baseline = spec.baseline or data.benchmark.baseline
         choices = [_choice(v) for v in body.votes]
-        from usl.store.votes import Vote, save_votes
 
         stored = [Vote(spec.benchmark, v.query_id, data.query_text[v.query_id], v.model,
                        data.responses[(v.query_id, v.model)], baseline, data.responses[(v.query_id, baseline)],
@@ -199,17 +200,12 @@ def router(boards: Any, spec_query: Callable[..., SpecIn], rate: WriteRate) -> A
                 summary="Delete stored votes and every calibration fitted on one of them")
     async def delete(model: Optional[str] = Query(None, max_length=300, description="Only this model's votes."),
                      benchmark: Optional[str] = Query(None, max_length=300)) -> dict:
-        from usl.store.votes import delete_votes
-
         n, gone = await asyncio.to_thread(delete_votes, service.store, benchmark, model)
         return {"votes": n, "calibrations": gone}
 
     @api.get("/api/check/export.jsonl", summary="Every stored vote in the paper's JSONL (for usl eval)",
              response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
     async def export() -> Response:
-        from usl.data.paper_jsonl import sample_to_dict
-        from usl.store.votes import vote_samples
-
         samples = await asyncio.to_thread(vote_samples, service.store)
         body = "".join(json.dumps(sample_to_dict(s), ensure_ascii=False) + "\n" for s in samples)
         return Response(body, media_type="application/x-ndjson",
