@@ -79,7 +79,7 @@ def bench_cached(home: Path, benchmark: str, judge: str, auto_topics: bool = Tru
     t_memo = timeit(lambda: svc.rank(spec))
 
     def from_sqlite():
-        svc._memo.clear()
+        svc.scores.clear()
         svc.rank(spec)
 
     t_sql = timeit(from_sqlite)

@@ -45,14 +45,20 @@ before. Judgments cached by one user's refinement serve the next user with the s
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as sps
 
+from usl.judges.base import Judge
+from usl.leaderboard.answers import Answers
+from usl.leaderboard.jobs import JobConfig, ScoringJob, cached_scores, score
+from usl.leaderboard.judgments import JudgmentCache
 from usl.leaderboard.stats import Summary, ci_rank
 
 MIN_JUDGED = 2      # judged queries a model needs before its reference estimate replaces the fast one
@@ -69,6 +75,43 @@ class Refined:
     summary: Summary          # percent win rates, CIs, CI-aware ranks, answered counts
     judged: np.ndarray        # (M,) queries the reference judged, per model
     slope: float              # lam: how much of the fast judge's signal the estimate uses
+
+
+def judge_in_order(data: Answers, reference: Judge, job: ScoringJob, fast: np.ndarray, cache: JudgmentCache,
+                   config: JobConfig, queries: int | None, seconds: float | None,
+                   progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, int]:
+    """Judge up to ``queries`` more of ``job``'s queries with ``reference`` (None: all the rest), in the
+    refinement order, stopping once ``seconds`` have passed (checked between queries); ``progress(done,
+    total)`` counts queries. Judgments go to ``cache``, so a later call resumes where this one stopped.
+    Returns the reference's matrix over the judged prefix of the order (NaN elsewhere: only that prefix is a
+    random sample of the queries; other cached judgments, another topic refined first or a topic ranked with
+    the reference, are left out) and how many queries the prefix holds."""
+    g = cached_scores(data, reference, job, cache)
+    todo = _judging_order(fast, g, job.query_ids)[1]
+    total = len(todo) if queries is None else min(max(queries, 0), len(todo))
+    t0 = time.monotonic()
+    if progress:
+        progress(0, total)
+    for done, qid in enumerate(todo[:total], 1):
+        if seconds is not None and time.monotonic() - t0 >= seconds:
+            break
+        score(data, reference, dataclasses.replace(job, query_ids=(qid,)), cache, config)
+        if progress:
+            progress(done, total)
+    g = cached_scores(data, reference, job, cache)
+    sample = _judging_order(fast, g, job.query_ids)[0]
+    g[:, ~np.isin(np.asarray(job.query_ids), sample)] = np.nan
+    return g, len(sample)
+
+
+def _judging_order(fast: np.ndarray, reference: np.ndarray, query_ids: tuple[str, ...]):
+    """(the longest prefix of the refinement order whose every answered pair the reference has
+    judged, the queries still to judge after it in that order); a query with no answered pair
+    counts as judged."""
+    missing = dict(zip(query_ids, (~np.isnan(fast) & np.isnan(reference)).any(axis=0)))
+    order = refinement_order(query_ids)
+    cut = next((i for i, q in enumerate(order) if missing[q]), len(order))
+    return order[:cut], [q for q in order[cut:] if missing[q]]
 
 
 def refine(fast: np.ndarray, reference: np.ndarray, fast_ci: np.ndarray | None = None,

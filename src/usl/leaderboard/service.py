@@ -13,7 +13,10 @@ CONTRACT (owned by the leaderboard engine; the server codes against these signat
     svc.contradictions(criteria) -> list[str]      # human-readable warnings
 
 A service instance keeps each benchmark (queries, answers, fingerprints) and each loaded judge
-in memory, and the last few score matrices, so repeated leaderboards skip the store entirely.
+in memory, and the last few score matrices, so repeated leaderboards skip the store entirely. It assembles
+boards from parts that live apart: which queries a board ranks on (``selection.QuerySelection``), its score
+matrices and per-criterion breakdown (``scoring.BoardScores``), and the reference judged query by query for
+a refined board (``refine.judge_in_order``).
 
 Choices the paper leaves open:
 
@@ -34,18 +37,14 @@ import hashlib
 import logging
 import subprocess
 import threading
-import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy as np
-from scipy.optimize import nnls
 
 import usl
 from usl import paths
-from usl.data import topics as topics_mod
 from usl.data.embed import shared_embedder
 from usl.fast.length_intent import length_wish
 from usl.judges import calibration as cal
@@ -55,13 +54,15 @@ from usl.leaderboard import stats
 from usl.leaderboard import calibrations
 from usl.leaderboard.answers import Answers
 from usl.leaderboard.contradictions import find_contradictions
-from usl.leaderboard.jobs import JobConfig, ScoringJob, cached_scores, score, score_distributed
+from usl.leaderboard.jobs import JobConfig, ScoringJob
 from usl.leaderboard.judgments import JudgmentCache
 from usl.leaderboard.length_control import length_controlled
 from usl.leaderboard.limits import LIMITS, check_text
 from usl.leaderboard.ratings import elo_ratings
-from usl.leaderboard.refine import MIN_JUDGED, refinement_order
+from usl.leaderboard.refine import MIN_JUDGED, judge_in_order
 from usl.leaderboard.refine import refine as refine_board
+from usl.leaderboard.scoring import BoardScores
+from usl.leaderboard.selection import QuerySelection, Selection
 from usl.leaderboard.types import CalibrationReport, Comparison, Leaderboard, LeaderboardSpec, Row
 from usl.store.benchmarks import list_benchmarks, load_benchmark, load_responses, stored_version
 from usl.store.db import Store
@@ -84,13 +85,6 @@ class Example:
     topic: str = ""
 
 
-@dataclass(frozen=True)
-class _Selection:
-    query_ids: tuple[str, ...]
-    topic_columns: dict[str, list[int]]      # topic name -> column indices into query_ids
-    topic_map: dict[str, str]                # query id -> first topic name (for examples)
-
-
 class LeaderboardService:
     def __init__(self, store: Store, home: str | Path | None = None, job_config: JobConfig = JobConfig(),
                  memo_size: int = 32, auto_topics: bool = True):
@@ -99,15 +93,14 @@ class LeaderboardService:
         self.store, self.home, self.auto_topics = store, home, auto_topics
         self.cache = JudgmentCache(store)
         self.job_config = job_config
+        self.scores = BoardScores(self.cache, job_config, memo_size)
         self._answers: dict[str, Answers] = {}
         self._judges: dict[str, Judge] = {}
-        self._memo: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._memo_size = memo_size
         self._embedder = None
         # The server calls one instance from several threads: guard the shared dictionaries (the
         # store gives each thread its own connection; scoring itself runs outside the lock).
         self._lock = threading.RLock()
-        self._no_topics: set[str] = set()   # benchmarks whose topics could not be built
+        self.selection = QuerySelection(store, auto_topics, self._lock)
         self._prepared_keys: set[tuple] = set()
         self._no_unread: set[tuple] = set()
         self._prepare_lock = threading.Lock()
@@ -119,7 +112,7 @@ class LeaderboardService:
         return list_benchmarks(self.store)
 
     def topics(self, benchmark: str):
-        return topics_mod.load_topics(self.store, benchmark)
+        return self.selection.topics(benchmark)
 
     def data_version(self, benchmark: str) -> str:
         """The benchmark's stored content version ('' for no such benchmark): a board computed from an
@@ -216,7 +209,7 @@ class LeaderboardService:
     # ---- leaderboards -----------------------------------------------------------------------
     def rank(self, spec: LeaderboardSpec, progress: Progress | None = None) -> Leaderboard:
         data, judge, baseline, models, sel = self._board_context(spec, progress)
-        s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, progress)
+        s = self.scores.score(data, judge, spec.criteria, baseline, models, sel.query_ids, progress)
         summ = stats.summarize(s, spec.n_bootstrap, spec.seed)
         topic_wr = stats.topic_win_rates(s, sel.topic_columns)
         wish = length_wish(spec.criteria)
@@ -224,7 +217,8 @@ class LeaderboardService:
         lc = None if wish else length_controlled(s, data.lengths(models, qids), data.lengths([baseline], qids)[0])
         warnings = list(find_contradictions(spec.criteria))
         rows = self._rows(data, models, sel, s, summ, topic_wr, lc, elo_ratings(s), warnings)
-        breakdown, contribution = self._per_criterion(spec, data, judge, baseline, models, sel, s, progress)
+        breakdown, contribution = ({}, {}) if not spec.per_criterion else self.scores.per_criterion(
+            spec.criteria, data, judge, baseline, models, sel.query_ids, s, progress)
         meta = self._spec_json(spec, data, judge, baseline, sel, wish)
         reading = tuple(judge.criteria_reading(spec.criteria)) if isinstance(judge, ReadsCriteria) else ()
         return Leaderboard(spec=meta, rows=tuple(rows), criteria_breakdown=breakdown,
@@ -247,29 +241,12 @@ class LeaderboardService:
         if not cacheable(ref):
             raise ValueError(f"judge {reference!r} keeps no judgments to refine with; name a reference CRM "
                              "such as 'crm' or 'crm:PATH'")
-        f = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
+        f = self.scores.score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
         job = ScoringJob(spec.criteria.canonical(), baseline, tuple(models), sel.query_ids)
         lock = self._refine_locks[hash((ref.identity, spec.criteria.key(), data.name, baseline))
                                   % len(self._refine_locks)]
         with lock:      # two refinements of the same board judge each query once
-            g = cached_scores(data, ref, job, self.cache)
-            todo = _judging_order(f, g, sel.query_ids)[1]
-            total = len(todo) if queries is None else min(max(queries, 0), len(todo))
-            t0 = time.monotonic()
-            if progress:
-                progress(0, total)
-            for done, qid in enumerate(todo[:total], 1):
-                if seconds is not None and time.monotonic() - t0 >= seconds:
-                    break
-                score(data, ref, dataclasses.replace(job, query_ids=(qid,)), self.cache, self.job_config)
-                if progress:
-                    progress(done, total)
-            g = cached_scores(data, ref, job, self.cache)
-        # Only the judged prefix of the order is a random sample of the selection: other cached
-        # judgments (another topic refined first, a topic ranked with the reference) are left out.
-        sample = _judging_order(f, g, sel.query_ids)[0]
-        g[:, ~np.isin(np.asarray(sel.query_ids), sample)] = np.nan
-        judged = len(sample)
+            g, judged = judge_in_order(data, ref, job, f, self.cache, self.job_config, queries, seconds, progress)
         fast = stats.summarize(f, spec.n_bootstrap, spec.seed)
         est = refine_board(f, g, fast.ci)
         topic_wr = {t: refine_board(f[:, cols], g[:, cols], slope=est.slope).summary.win_rate
@@ -292,7 +269,7 @@ class LeaderboardService:
         meta["length_control"] = "off: not estimated for a refined board"
         return Leaderboard(spec=meta, rows=tuple(rows), warnings=tuple(warnings))
 
-    def _rows(self, data: Answers, models: list[str], sel: _Selection, s: np.ndarray, summ: stats.Summary,
+    def _rows(self, data: Answers, models: list[str], sel: Selection, s: np.ndarray, summ: stats.Summary,
               topic_wr: dict[str, np.ndarray], lc: np.ndarray | None, elo: np.ndarray | None,
               warnings: list[str]) -> list[Row]:
         """The board's rows, sorted; a model with no answered query is left out with a warning."""
@@ -320,7 +297,7 @@ class LeaderboardService:
         score), with percentile intervals over the board's bootstrap resamples of the queries when
         ``spec.n_bootstrap`` > 0. The judgments come from the cache a ``rank`` of the spec filled."""
         data, judge, baseline, models, sel = self._board_context(spec, None)
-        s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
+        s = self.scores.score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
         out = stats.agreement({m: _r(w) for m, w in zip(models, stats.win_rates(s)[0])}, reference)
         if spec.n_bootstrap > 0:        # (win rates rounded as the rows show them)
             ci = stats.correlation_ci(s, models, reference, spec.n_bootstrap, spec.seed)
@@ -342,7 +319,7 @@ class LeaderboardService:
             raise ValueError(f"{model!r} is the baseline: every other model is compared with it; pick one of those")
         if model not in models:
             raise ValueError(f"unknown model {model!r} in benchmark {spec.benchmark!r}")
-        s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
+        s = self.scores.score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
         row = s[models.index(model)]
         cols = np.flatnonzero(~np.isnan(row))
         wins = [j for j in cols[np.argsort(-row[cols], kind="stable")] if row[j] > 0.5]
@@ -363,7 +340,7 @@ class LeaderboardService:
         would tell a calibration the most, given the votes already stored under the spec's criteria
         (``usl.leaderboard.calibrations.choose``); else a random model on random queries."""
         data, judge, baseline, models, sel = self._board_context(spec, None)
-        s = self._score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
+        s = self.scores.score(data, judge, spec.criteria, baseline, models, sel.query_ids, None)
         rng = np.random.default_rng(seed)
         if chosen:
             cells = [(i, j) for j in range(len(sel.query_ids)) for i in np.flatnonzero(~np.isnan(s[:, j]))]
@@ -412,8 +389,8 @@ class LeaderboardService:
         fitted = calibrations.fit_votes(name, base, spec, [v for _, v in votes], board, self._layout, config)
         save_calibration(self.store, name, spec.benchmark, base.identity, fitted.to_json(), [i for i, _ in votes])
         after = self._calibrated(dataclasses.replace(spec, calibration=name), base)
-        before_wr = stats.win_rates(self._score(data, base, spec.criteria, baseline, models, sel.query_ids, None))[0]
-        after_wr = stats.win_rates(self._score(data, after, spec.criteria, baseline, models, sel.query_ids, None))[0]
+        before_wr = stats.win_rates(self.scores.score(data, base, spec.criteria, baseline, models, sel.query_ids, None))[0]
+        after_wr = stats.win_rates(self.scores.score(data, after, spec.criteria, baseline, models, sel.query_ids, None))[0]
         return CalibrationReport(fitted.to_json(), calibrations.moved(models, before_wr, after_wr))
 
     def calibration(self, name: str) -> cal.Calibration:
@@ -448,7 +425,7 @@ class LeaderboardService:
             parts += [(x, Criteria((x,))) for x in c.likes] + [(f"Avoid: {x}", Criteria((), (x,))) for x in c.avoid]
         out = {}
         for label, crit in parts:
-            s = self._score(data, judge, crit, baseline, models, qids, None)
+            s = self.scores.score(data, judge, crit, baseline, models, qids, None)
             out[label] = [float(s[models.index(m), qids.index(q)]) for q, m in pairs]
         return out
 
@@ -471,7 +448,7 @@ class LeaderboardService:
             judge = self._calibrated(spec, judge)
         baseline = self._baseline(spec, data)
         models = [m for m in data.benchmark.models if m != baseline]
-        return data, judge, baseline, models, self._select(spec, data)
+        return data, judge, baseline, models, self.selection.select(spec, data)
 
     @staticmethod
     def _baseline(spec: LeaderboardSpec, data: Answers) -> str:
@@ -480,82 +457,6 @@ class LeaderboardService:
             raise ValueError(f"baseline {baseline!r} is not a model of benchmark {data.name!r}; "
                              f"models: {', '.join(data.benchmark.models)}")
         return baseline
-
-    def _score(self, data: Answers, judge: Judge, criteria: Criteria, baseline: str, models: list[str],
-               query_ids: tuple[str, ...], progress: Progress | None) -> np.ndarray:
-        key = (judge.identity, criteria.key(), data.name, data.benchmark.version, baseline, tuple(models),
-               query_ids)
-        with self._lock:
-            if key in self._memo:
-                self._memo.move_to_end(key)
-                return self._memo[key]
-        job = ScoringJob(criteria.canonical(), baseline, tuple(models), query_ids)
-        s = score_distributed(data, judge, job, self.cache, self.job_config, progress)
-        s.setflags(write=False)
-        with self._lock:
-            self._memo[key] = s
-            while len(self._memo) > self._memo_size:
-                self._memo.popitem(last=False)
-        return s
-
-    def _select(self, spec: LeaderboardSpec, data: Answers) -> _Selection:
-        if spec.topics and spec.use_case:
-            raise ValueError("select queries by topics or by use case, not both")
-        all_ids = [q.id for q in data.benchmark.queries]
-        topics = self._stored_topics(data.name, compute=bool(spec.topics), required=bool(spec.topics))
-        if spec.topics:
-            chosen = topics_mod.match_topics(spec.topics, topics)
-            wanted = {q for t in chosen for q in t.query_ids}
-            query_ids = tuple(q for q in all_ids if q in wanted)
-            topics = chosen
-        elif spec.use_case.strip():
-            wanted = set(topics_mod.select_by_use_case(self.store, data.name, spec.use_case))
-            query_ids = tuple(q for q in all_ids if q in wanted)
-        else:
-            query_ids = tuple(all_ids)
-        if not query_ids:
-            raise ValueError("the selection holds no query")
-        pos = {q: i for i, q in enumerate(query_ids)}
-        columns, topic_map = {}, {}
-        for t in topics:
-            cols = sorted(pos[q] for q in t.query_ids if q in pos)
-            if cols:
-                columns[t.name] = cols
-                for q in t.query_ids:
-                    topic_map.setdefault(q, t.name)
-        return _Selection(query_ids, columns, topic_map)
-
-    def _stored_topics(self, benchmark: str, compute: bool, required: bool) -> list:
-        with self._lock:
-            found = topics_mod.load_topics(self.store, benchmark)
-            if found or not (compute or self.auto_topics) or (benchmark in self._no_topics and not required):
-                return found
-            try:
-                return list(topics_mod.ensure_topics(self.store, benchmark))
-            except (ValueError, OSError) as e:   # DataError is a ValueError
-                if required:
-                    raise
-                self._no_topics.add(benchmark)
-                log.warning("no topics for %r (%s); rows carry no per-topic win rates", benchmark, e)
-                return []
-
-    def _per_criterion(self, spec, data, judge, baseline, models, sel, combined, progress):
-        parts = [(c, Criteria((c,))) for c in spec.criteria.canonical().likes]
-        parts += [(f"Avoid: {c}", Criteria((), (c,))) for c in spec.criteria.canonical().avoid]
-        if not spec.per_criterion or len(parts) < 2:
-            return {}, {}
-        breakdown, columns = {}, []
-        for label, crit in parts:
-            wr, _ = stats.win_rates(self._score(data, judge, crit, baseline, models, sel.query_ids, progress))
-            breakdown[label] = {m: _r(v) for m, v in zip(models, wr) if np.isfinite(v)}
-            columns.append(wr)
-        target, _ = stats.win_rates(combined)
-        x = np.stack(columns, axis=1)
-        ok = np.isfinite(target) & np.isfinite(x).all(axis=1)
-        weights = nnls(x[ok], target[ok])[0] if ok.sum() >= 2 else np.zeros(len(parts))
-        total = weights.sum()
-        shares = weights / total if total > 0 else np.full(len(parts), 1.0 / len(parts))
-        return breakdown, {label: _r(w, 3) for (label, _), w in zip(parts, shares)}
 
     def _spec_json(self, spec, data, judge, baseline, sel, wish) -> dict:
         meta = spec.to_json()
@@ -579,16 +480,6 @@ class LeaderboardService:
             meta["calibration_version"] = c.version
             meta["calibration_weights"] = dict(zip(c.terms, c.weights))
         return meta
-
-
-def _judging_order(fast: np.ndarray, reference: np.ndarray, query_ids: tuple[str, ...]):
-    """(the longest prefix of the refinement order whose every answered pair the reference has
-    judged, the queries still to judge after it in that order); a query with no answered pair
-    counts as judged."""
-    missing = dict(zip(query_ids, (~np.isnan(fast) & np.isnan(reference)).any(axis=0)))
-    order = refinement_order(query_ids)
-    cut = next((i for i, q in enumerate(order) if missing[q]), len(order))
-    return order[:cut], [q for q in order[cut:] if missing[q]]
 
 
 def _r(x: float, digits: int = 2) -> float:
