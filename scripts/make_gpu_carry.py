@@ -171,7 +171,7 @@ def pack_style_inputs(data: Path, known: Path, out: Path, prefix: str = "domain_
 def pack_substance_inputs(shared: Path, out: Path) -> dict:
     """What ``usl train-substance`` needs on a bare GPU box (``scripts/gpu_substance.sh``) beside its base:
     AlpacaEval's split and the training and board queries' outputs, each answer cut to what the reader reads
-    (xz), and hh-rlhf's harmless and helpful pairs (19 MB in all)."""
+    (xz; 16 MB in all)."""
     import lzma
 
     from usl.data.io import read_json
@@ -180,9 +180,6 @@ def pack_substance_inputs(shared: Path, out: Path) -> dict:
     src = shared / "alpaca_eval"
     shutil.rmtree(out, ignore_errors=True)
     (out / "alpaca" / "outputs").mkdir(parents=True)
-    (out / "human").mkdir()
-    for name in ("hh_rlhf_harmless_base_test.jsonl.gz", "hh_rlhf_helpful_base_test.dsp.json.gz"):
-        shutil.copy(shared / "human" / name, out / "human" / name)
     split = read_json(src / "split.json")
     shutil.copy(src / "split.json", out / "alpaca" / "split.json")
     base = read_json(src / "outputs" / f"{split['baseline']}.json.gz")

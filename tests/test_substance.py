@@ -104,24 +104,6 @@ def test_examples_use_only_the_queries_they_are_given():
     assert sum(i.answers for i in items) == 4 and sum(not i.answers for i in items) > 0
 
 
-@needs_data
-def test_chat_replies_come_from_the_training_split_alone():
-    """The reader learns hh-rlhf's chat replies as real answers from the pairs ``usl data build-train`` trains
-    on; its dev and eval pairs, and so the human eval file, stay unseen."""
-    from usl.data.build_train import BuildConfig, split_of
-    from usl.data.pairs.human import hh_harmless_pairs
-
-    sets = {split: data.chat_answers(SHARED / "human", split) for split in ("train", "dev", "eval")}
-    queries = {split: set(s["chosen"]) for split, s in sets.items()}
-    assert len(queries["train"]) > 1000 and queries["eval"]
-    assert not queries["train"] & (queries["dev"] | queries["eval"])
-    cfg = BuildConfig()
-    held_out = {p.prompt for p in hh_harmless_pairs(SHARED / "human" / "hh_rlhf_harmless_base_test.jsonl.gz")
-                if split_of(p.key, cfg.seed, cfg.dev_fraction, cfg.eval_fraction) != "train"}
-    assert held_out and not queries["train"] & held_out
-    assert sets["train"]["chosen"].keys() == sets["train"]["rejected"].keys()
-
-
 def test_the_reader_sees_the_head_and_the_tail_of_a_long_answer():
     from transformers import AutoTokenizer
 

@@ -19,10 +19,7 @@ kind                      how it is made
 ``refusal``               a refusal of a harmless request
 ========================  ==================================================================
 
-Real answers are the AlpacaEval outputs of every model and, so that a chat assistant's plain replies are not
-read as non-answers, both replies of the single-turn pairs of hh-rlhf's harmless and helpful sets that
-``usl data build-train`` puts in its training split (:func:`chat_answers`; a refusal can be the right reply
-to such a request, so no ``refusal`` is made from them). :func:`examples` gives labelled (query, text)
+Real answers are the AlpacaEval outputs of every model. :func:`examples` gives labelled (query, text)
 items for training a reader; :func:`pairs` gives (real answer, non-answer) pairs for the judge's test.
 Both take the query list they may use, so the caller keeps board queries out of training.
 ``HELD_OUT_KINDS`` are never trained on: the test reports them apart, as non-answers of a form the
@@ -34,13 +31,9 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-
-from usl.data.build_train import split_of
-from usl.data.pairs.human import dsp_human_pairs, hh_harmless_pairs
 
 KINDS = ("cut_chars", "cut_words", "cut_mid", "gibberish", "keyboard", "word_salad", "fixed", "other_answer",
          "copy", "refusal")
@@ -233,21 +226,4 @@ def calibration_pairs(answers: dict[str, dict[str, str]], annotations: dict[str,
                if r.get("instruction") in qs and r["instruction"] in answers[baseline]
                and isinstance(r.get("output_2"), str) and r["output_2"].strip() and abs(r["preference"] - 1.5) > 0.3]
     out += [general[i] for i in rng.permutation(len(general))[:per_group]]
-    return out
-
-
-def chat_answers(human_dir: Path, split: str = "train", seed: int = 0, dev: float = 0.05,
-                 eval_: float = 0.12) -> dict[str, dict[str, str]]:
-    """Both replies of hh-rlhf's single-turn harmless and helpful pairs in ``split`` (the split
-    ``usl data build-train`` gives them with the same seed and fractions, so its eval files stay unseen),
-    as two answer sets: ``{"chosen": {query: reply}, "rejected": {query: reply}}``. A query that opens a pair
-    of another split too (hh-rlhf repeats first turns across conversations) is left out."""
-    pairs = hh_harmless_pairs(human_dir / "hh_rlhf_harmless_base_test.jsonl.gz") + dsp_human_pairs(
-        human_dir / "hh_rlhf_helpful_base_test.dsp.json.gz", source="human/hh_helpful", family="general_helpful")
-    out: dict[str, dict[str, str]] = {"chosen": {}, "rejected": {}}
-    elsewhere = {p.prompt for p in pairs if split_of(p.key, seed, dev, eval_) != split}
-    for p in pairs:
-        if (sum(m.role == "user" for m in p.context) == 1 and split_of(p.key, seed, dev, eval_) == split
-                and p.prompt not in elsewhere):
-            out["chosen"][p.prompt], out["rejected"][p.prompt] = p.winner, p.loser
     return out

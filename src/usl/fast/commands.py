@@ -237,9 +237,6 @@ def train_substance_command(
         base: Optional[str] = typer.Option(None, help="The base model: an offline package's alias (smollm2-135m, "
                                                       "gemma3-270m), a Hugging Face directory or a GGUF file "
                                                       "(default: the packaged all-MiniLM-L6-v2)."),
-        human: str = typer.Option("", "--human", help="Folder of hh-rlhf's harmless and helpful pairs, whose "
-                                                      "training-split replies are real answers too (default: the "
-                                                      "shared data's human/; 'none': AlpacaEval alone)."),
         negatives: float = typer.Option(1.5, help="Non-answers made per real answer."),
         dev_queries: int = typer.Option(32, help="Training queries kept for dev (early stopping)."),
         epochs: int = typer.Option(2, help="Epochs."),
@@ -278,17 +275,6 @@ def train_substance_command(
         train_q = [queries[i] for i in order[dev_queries:]]
         train_items = data.examples(outputs.answers, train_q, rng, negatives_per_answer=negatives)
         dev_items = data.examples(outputs.answers, dev_q, rng)
-        chat, chat_test = {}, {}
-        if human != "none":
-            folder = Path(human) if human else shared / "human" if shared else None
-            if folder is None or not folder.is_dir():
-                raise ValueError(f"--human {human or '(the shared data)'}: no such folder; pass --human none to "
-                                 "train on AlpacaEval alone")
-            alpaca_queries = {q for byq in outputs.answers.values() for q in byq}   # no AlpacaEval query, ever
-            keep = lambda sets: {m: {q: a for q, a in d.items() if q not in alpaca_queries} for m, d in sets.items()}
-            chat, chat_test = keep(data.chat_answers(folder, "train")), keep(data.chat_answers(folder, "dev"))
-            no_refusal = [k for k in data.KINDS if k != "refusal"]   # refusing a harmful request can be right
-            train_items += data.examples(chat, list(chat["chosen"]), rng, kinds=no_refusal, negatives_per_answer=1)
         model = substance.SubstanceModel(base=base).to(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
         typer.echo(f"{len(train_items)} training items, {len(dev_items)} dev items on {model.device}")
         as_tuples = lambda items: [(i.query, i.text, i.answers) for i in items]
@@ -302,10 +288,6 @@ def train_substance_command(
         truth = np.array([i.answers for i in test])
         by_kind = {k: {"n": int((kinds == k).sum()), "accuracy": round(float(np.mean((z[kinds == k] > 0) == truth[kinds == k])), 4)}
                    for k in ("real",) + data.KINDS + data.HELD_OUT_KINDS if (kinds == k).any()}
-        if chat_test:   # chat replies of hh-rlhf's dev split: real answers of another kind than AlpacaEval's
-            replies = [(q, a) for d in chat_test.values() for q, a in d.items()]
-            zc = model.logits([q for q, _ in replies], [a for _, a in replies], batch=256)
-            by_kind["chat_real"] = {"n": len(replies), "accuracy": round(float(np.mean(zc > 0)), 4)}
         for k, r in by_kind.items():
             typer.echo(f"  {k:<14} {r['n']:>6} {r['accuracy']:.4f}" + ("  (never trained on)" if k in data.HELD_OUT_KINDS else ""))
         board_pairs = list(dict.fromkeys((q, a) for m in sorted(set(board) | {outputs.baseline}) for q in outputs.board
@@ -316,8 +298,7 @@ def train_substance_command(
                            "dev_queries": dev_queries, "epochs": epochs, "lr": lr, "batch": batch, "seed": seed, "lora_r": 16,
                            "targets": sorted(model.encoder.peft_config["default"].target_modules),
                            "tokens": [substance.QUERY_TOKENS, substance.HEAD_TOKENS, substance.TAIL_TOKENS]},
-                "data": {"train_items": len(train_items), "dev_items": len(dev_items), "train_queries": len(train_q),
-                         "chat_queries": len(chat.get("chosen", {}))},
+                "data": {"train_items": len(train_items), "dev_items": len(dev_items), "train_queries": len(train_q)},
                 "history": history, "board_test": by_kind, "seconds": round(time.time() - t0, 1)}
         model.save(folder, card)
         np.savez(folder / substance.BOARD_FILE, key=np.array([substance.key(q, a) for q, a in board_pairs]), z=zb)
