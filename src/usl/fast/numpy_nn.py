@@ -35,7 +35,10 @@ def state_of(module) -> State:
 
 
 def linear(x: np.ndarray, state: State, name: str) -> np.ndarray:
-    return x @ state[f"{name}.weight"].T + state[f"{name}.bias"]
+    """``nn.Linear`` over the last axis. Token states (n, t, d) are multiplied as one (n * t, d) matrix:
+    numpy's stacked matmul against a transposed weight skips BLAS and ran 4x slower."""
+    w = state[f"{name}.weight"]
+    return (x.reshape(-1, x.shape[-1]) @ w.T + state[f"{name}.bias"]).reshape(*x.shape[:-1], w.shape[0])
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
