@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from usl import paths
-from usl.data.embed import DIM, encoder_path
+from usl.data.embed import DIM, encoder_path, frozen_encoder
 
 log = logging.getLogger(__name__)
 LAYERS = 7  # the embeddings' output and the 6 layers'
@@ -89,10 +89,7 @@ def export(model, path: Path) -> Path:
 
 
 def _frozen_model():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoModel
-
-    return AutoModel.from_pretrained(encoder_path())
+    return frozen_encoder()[1]
 
 
 def exported(cache: str | Path, key: str | None = None, build: Callable[[], object] = _frozen_model) -> Path:
