@@ -58,6 +58,17 @@ def test_onnx_token_states_match_the_transformers_ones_in_padded_batches(minilm)
         np.testing.assert_allclose(ours[on], theirs.numpy()[on], atol=2e-4)
 
 
+def test_a_damaged_export_is_exported_again(tmp_path, caplog):
+    from usl.data.minilm_onnx import load
+
+    first = load(tmp_path)
+    path = next((tmp_path / "onnx").glob("*.onnx"))
+    path.write_bytes(b"not an onnx model")
+    again = load(tmp_path)
+    assert "unreadable" in caplog.text and path.stat().st_size > 1_000_000
+    np.testing.assert_allclose(again.encode(["Be brief."]), first.encode(["Be brief."]), atol=1e-6)
+
+
 def test_numpy_heads_match_the_torch_modules():
     """The readers' heads and the fast CRM's towers, read as arrays (``numpy_nn``), against the torch
     modules loaded with the same weights, on the shipped weights."""

@@ -102,13 +102,25 @@ def exported(cache: str | Path, key: str | None = None, build: Callable[[], obje
     return path
 
 
+def load(cache: str | Path, key: str | None = None, build: Callable[[], object] = _frozen_model) -> "MiniLM":
+    """``MiniLM(exported(cache, key, build))``; a cached file that ONNX Runtime cannot read (a damaged disk, a
+    foreign file) is named in the log, removed and exported again, as the other caches are recomputed."""
+    path = exported(cache, key, build)
+    try:
+        return MiniLM(path)
+    except Exception as e:  # onnxruntime raises its own (unexported) error types for a bad model file
+        log.warning("%s: unreadable (%s: %s); exporting it again", path, type(e).__name__, e)
+        path.unlink(missing_ok=True)
+        return MiniLM(exported(cache, key, build))
+
+
 def frozen(cache: str | Path | None = None) -> "MiniLM":
     """The process's one packaged MiniLM, loaded from ``cache`` (default: the data directory's cache) on
     first use and exported there if that cache lacks it; later calls share it whatever their cache."""
     key = weights_key(encoder_path())
     with _LOCK:
         if key not in _SHARED:
-            _SHARED[key] = MiniLM(exported(cache if cache is not None else paths.cache_dir(), key))
+            _SHARED[key] = load(cache if cache is not None else paths.cache_dir(), key)
         return _SHARED[key]
 
 

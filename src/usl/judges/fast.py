@@ -20,7 +20,7 @@ import numpy as np
 
 from usl import paths
 from usl.data.embed import encoder_path
-from usl.data.minilm_onnx import MiniLM, exported, frozen, weights_key
+from usl.data.minilm_onnx import MiniLM, frozen, load, weights_key
 from usl.fast.answer_bank import AnswerBank, Progress
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.criterion_kinds import KindModel
@@ -218,7 +218,7 @@ def _criteria_encoder(cache: Path, adapter: Path | None) -> MiniLM:
 
         return CriteriaEncoder(adapter).model
 
-    return MiniLM(exported(cache, weights_key(encoder_path(), adapter), build))
+    return load(cache, weights_key(encoder_path(), adapter), build)
 
 
 def _parse(arg: str | None) -> tuple[str | None, str]:
