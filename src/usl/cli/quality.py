@@ -19,7 +19,7 @@ def fit_kinds_cmd(
     criteria library's training wordings (usl.fast.criterion_kinds). Run usl quality fit-gate after it."""
     with user_errors():
         from usl.fast import criterion_kinds
-        from usl.fast.model import split_sign
+        from usl.fast.scorer import split_sign
         from usl.data.criteria import load_library
 
         folder, encoder = _weights_and_encoder(weights)
@@ -51,7 +51,7 @@ def fit_gate_cmd(
         from pathlib import Path
 
         from usl.fast.criterion_kinds import KindModel, reliability_by_kind
-        from usl.fast.model import split_sign
+        from usl.fast.scorer import split_sign
         from usl.fast.quality_gate import fit_gate, read_predictions, samples_from_predictions
         from usl.data.criteria import load_library
         from usl.judges.registry import load_judge

@@ -68,7 +68,7 @@ def shipped_length_reader() -> CriterionReader:
 
 def read_wishes(texts: Sequence[str], reader: CriterionReader | None = None) -> list[LengthWish | None]:
     """Each criterion text (a like, or a dislike as "Avoid: ...") read as a length wish, or None."""
-    from usl.fast.model import split_sign
+    from usl.fast.scorer import split_sign
 
     if not texts:
         return []

@@ -32,7 +32,7 @@ def reading_fingerprint(wordings: list[str]) -> str:
     """sha256 (16 hex digits) of each wording's sign, the text ``split_sign`` leaves and its keyword
     features (rounded to 4 decimals, so a float's last bit does not count)."""
     from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
-    from usl.fast.model import split_sign
+    from usl.fast.scorer import split_sign
 
     parts = [split_sign(w) for w in wordings]
     m = np.round(lexicon_matrix([t for t, _ in parts]).astype(np.float64), 4) + 0.0  # -0.0 reads as 0.0

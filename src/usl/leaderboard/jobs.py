@@ -25,6 +25,7 @@ Three ways to obtain verdicts, chosen by what the judge offers (never by its nam
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -164,11 +165,12 @@ def score_distributed(data: Answers, judge: Judge, job: ScoringJob, cache: Judgm
     returns the whole matrix read back from the store. Without a process group: plain ``score``."""
     import dataclasses
 
-    import torch.distributed as dist
-
-    # a judge_matrix judge is vectorised and cheap: each process runs it whole (the store keeps one copy)
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1 \
-            or isinstance(judge, MatrixJudge):
+    # a judge_matrix judge is vectorised and cheap: each process runs it whole (the store keeps one copy).
+    # A process group lives only in a process that has imported torch (torchrun's workers): a board
+    # ranked without torch must not import it (a second) only to find there is none
+    dist = sys.modules.get("torch.distributed")
+    if isinstance(judge, MatrixJudge) or dist is None or not (dist.is_available() and dist.is_initialized()) \
+            or dist.get_world_size() == 1:
         return score(data, judge, job, cache, config, progress)
     score(data, judge, job, cache, dataclasses.replace(config, shard=(dist.get_rank(), dist.get_world_size())),
           progress)
