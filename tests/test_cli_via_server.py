@@ -154,6 +154,23 @@ def test_a_misspelt_name_fails_at_once_listing_the_known_ones_without_loading_th
 
 
 @pytest.mark.parametrize("args, line", NAME_ERRORS + [
+    (("rank", "--benchmark", "nope"), "error: unknown benchmark 'nope'; known: tiny"),
+    (("rank", "--benchmark", "tiny", "--criteria", "w" * 301), "error: --criteria #1: 301 characters; at most 300")])
+def test_a_refused_input_imports_neither_the_engine_nor_the_judge(tmp_path, args, line):
+    """Checked before anything loads, in a fresh process as a user runs it: the engine's and the default
+    judge's modules (and the runtimes under them) are never imported."""
+    make_tiny(tmp_path)
+    code = ("import sys\nfrom usl.cli import main\ntry:\n    main()\nexcept SystemExit as e:\n    status = e.code\n"
+            "print(sorted(m for m in ('usl.leaderboard.service', 'usl.judges.fast', 'onnxruntime', 'torch') "
+            "if m in sys.modules))\nsys.exit(status)")
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-c", code, "--home", str(tmp_path), *args, "--judge", "default",
+                        "--no-server"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip() == line, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("args, line", NAME_ERRORS + [
     (("rank", "--benchmark", "nope"), "error: unknown benchmark 'nope'; known: tiny")])
 def test_a_name_the_server_refuses_is_final(tmp_path, args, line):
     """The server's 422 is the answer: the command neither falls back to ranking here nor says it tried."""

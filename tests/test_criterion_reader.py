@@ -154,7 +154,7 @@ def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it
     assert x.shape == (2, 384 + len(model.cfg.lexicon) + 2)
     np.testing.assert_allclose(x[:, -2:].numpy(), model.reader.read(["Keep it short.", "Avoid: jargon"]))
     judge = FastJudge(model_dir, home=str(home))
-    assert judge.model.reader._tokens()[1] is judge.encoder.model  # one MiniLM in memory, not two
+    assert judge.model.reader._minilm() is judge.encoder  # one MiniLM in memory, not two
     new = "Answers for this test, as short as they can be."
     judge.encoder.encode([new])
     assert new in judge.model.reader._memo  # read from the criteria tower's own pass: no second pass
@@ -263,7 +263,7 @@ def test_a_domain_reader_ships_with_the_fast_crm_and_the_judge_reads_it(tmp_path
     # the toy pairs are academic and business only: the style-score prior reads those two styles' scores
     assert model.cfg.score_prior == ("register_domain_academy", "register_domain_business", "", "")
     judge = FastJudge(model_dir, home=str(home))
-    assert judge.model.domain_reader._tokens()[1] is judge.encoder.model  # one MiniLM in memory
+    assert judge.model.domain_reader._minilm() is judge.encoder  # one MiniLM in memory
     p = judge.judge_matrix(_criteria("Write like a poet."), ["q"], ["Moonlight spills like silver wine."],
                            ["The moon reflects sunlight."])
     assert p.shape == (1,) and 0.0 < p[0] < 1.0

@@ -52,7 +52,7 @@ def test_arena_and_named_stats(tmp_path):
     text = usl(home, "data", "stats", "--name", "ah")
     assert "3 queries, 2 models" in text.stdout and "(2 missing)" in text.stdout
     unknown = usl(home, "data", "stats", "--name", "nope")
-    assert unknown.exit_code == 2 and "unknown benchmark 'nope' (known: ah)" in unknown.output
+    assert unknown.exit_code == 2 and "unknown benchmark 'nope'; known: ah" in unknown.output
 
 
 def test_jsonl_validation(tmp_path):

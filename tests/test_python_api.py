@@ -44,7 +44,7 @@ def test_bad_arguments_are_named(tmp_path):
     import usl
 
     make_tiny(tmp_path)
-    with pytest.raises(ValueError, match="unknown benchmark 'nope' \\(known: tiny\\)"):
+    with pytest.raises(ValueError, match="unknown benchmark 'nope'; known: tiny"):
         usl.load("nope", home=tmp_path)
     bench = usl.load(home=tmp_path)
     with pytest.raises(TypeError, match="lists of criteria, not one string"):

@@ -102,10 +102,10 @@ def test_failure_inside_transaction_rolls_back(tmp_path):
 
 def test_unknown_benchmark_lists_known(tmp_path):
     store = Store(tmp_path / "s.sqlite")
-    with pytest.raises(DataError, match="unknown benchmark 'x' .*usl data import alpaca-eval"):
+    with pytest.raises(DataError, match="unknown benchmark 'x'; none imported yet.*usl data import alpaca-eval"):
         load_benchmark(store, "x")
     save_benchmark(store, *bench("a"), source="t")
     save_benchmark(store, *bench("c"), source="t")
     assert list_benchmarks(store) == ["a", "c"]
-    with pytest.raises(DataError, match=r"unknown benchmark 'x' \(known: a, c\)"):
+    with pytest.raises(DataError, match=r"unknown benchmark 'x'; known: a, c"):
         benchmark_stats(store, "x")

@@ -116,8 +116,8 @@ def _peft_scores(scorer: StyleScorer, texts: list[str], batch: int = 32) -> np.n
     for i in range(scorer.cfg.members):
         tok, enc, head = _network(scorer.cfg, scorer.base_path)
         state = _member_state(scorer.state, i)
-        set_peft_model_state_dict(enc, {k[5:]: v.float() for k, v in state.items() if k.startswith("lora.")})
-        head.load_state_dict({k[5:]: v.float() for k, v in state.items() if k.startswith("head.")})
+        set_peft_model_state_dict(enc, {k[5:]: torch.as_tensor(v).float() for k, v in state.items() if k.startswith("lora.")})
+        head.load_state_dict({k[5:]: torch.as_tensor(v).float() for k, v in state.items() if k.startswith("head.")})
         enc = enc.merge_and_unload().eval()
         with torch.inference_mode():
             for s in range(0, len(order), batch):

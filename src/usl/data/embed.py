@@ -44,8 +44,8 @@ def encoder_path() -> str:
 
 
 def frozen_encoder():
-    """The packaged encoder's tokenizer and model (eval mode, no hub lookups): for readers that take its
-    token states (``usl.fast.criterion_reader``, ``usl.fast.criteria_reading``)."""
+    """The packaged encoder's tokenizer and model (eval mode, no hub lookups), with torch and transformers:
+    what ``usl.data.minilm_onnx`` exports, and the reference its tests hold the export to."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModel, AutoTokenizer
 

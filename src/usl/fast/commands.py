@@ -14,6 +14,7 @@ from typing import List, Optional
 import typer
 
 from usl.console import user_errors
+from usl.data import backbone
 
 
 def _texts_file(path: str) -> tuple[list[bytes], list[str]]:
@@ -233,7 +234,8 @@ def train_substance_command(
                                                         "data's alpaca_eval)."),
         out: str = typer.Option("artifacts/substance", "--out", help="Output directory (the reader, its card and "
                                                                      "the board's readings)."),
-        base: Optional[str] = typer.Option(None, help="The base model: a Hugging Face directory or a GGUF file "
+        base: Optional[str] = typer.Option(None, help="The base model: an offline package's alias (smollm2-135m, "
+                                                      "gemma3-270m), a Hugging Face directory or a GGUF file "
                                                       "(default: the packaged all-MiniLM-L6-v2)."),
         negatives: float = typer.Option(1.5, help="Non-answers made per real answer."),
         dev_queries: int = typer.Option(32, help="Training queries kept for dev (early stopping)."),
@@ -256,8 +258,11 @@ def train_substance_command(
         from usl.fast import substance
 
         t0 = time.time()
-        if base and not Path(base).exists() and (base.endswith(".gguf") or base.startswith(("/", ".", "~"))):
+        if base and base not in backbone.ALIASES and not Path(base).exists() and (
+                base.endswith(".gguf") or base.startswith(("/", ".", "~"))):
             raise ValueError(f"--base {base}: no such file or directory")   # a hub id (owner/name) is left to the hub
+        if base in backbone.ALIASES:
+            backbone.resolve_backbone(base)      # a missing package is named now; the GGUF is converted once
         shared = paths.shared_data()
         if not alpaca and shared is None:
             raise ValueError("no AlpacaEval folder: pass --alpaca DIR or set USL_SHARED_DATA")

@@ -7,7 +7,8 @@ moves wordings of one preference together while keeping most of what the encoder
 what lets unseen wordings (and, with luck, unseen styles) land in the right place. The adapter is
 a few hundred KB; criteria are short, so encoding a user's criteria stays a few milliseconds.
 
-``encode(texts) -> (n, 384)`` L2-normalised, the same pooling as sentence-transformers.
+``encode(texts) -> (n, 384)`` L2-normalised, the same pooling as sentence-transformers. This is the
+module that trains; the judge runs the tower exported to ONNX (``usl.data.minilm_onnx``), without torch.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import torch
 from torch import nn
 
 from usl.data.embed import encoder_path
-
-ADAPTER_DIR = "criteria_lora"
+from usl.fast.scorer import ADAPTER_DIR  # noqa: F401  (re-exported)
 
 
 class CriteriaEncoder(nn.Module):

@@ -21,7 +21,8 @@ fast CRM's weights were trained with ``split_sign``'s sign, which the judge keep
 Model: frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go through a trained
 projection and attention pooling into two small heads; ``heads`` copies with different seeds are
 averaged. In the judge it reads through the criteria tower's MiniLM (``share_encoder``): no second copy
-is loaded. Everything trained is under 2 MB.
+is loaded. Everything trained is under 2 MB. Reading runs the nets in numpy over MiniLM's states from ONNX
+Runtime (``numpy_nn``, ``usl.data.minilm_onnx``); only training uses torch.
 
 Training data (``configs/criteria_reader.yaml``): the criteria library's training wordings (kind from
 their family; length direction for the two length families, "neither" for the rest) and the wordings
@@ -46,7 +47,8 @@ from typing import Literal
 import numpy as np
 
 from usl.data.criteria import KINDS, load_library
-from usl.data.embed import frozen_encoder
+from usl.data.minilm_onnx import MiniLM, frozen
+from usl.fast.numpy_nn import attention_pool, gelu, linear, load_state, softmax, state_of
 from usl.data.io import read_json
 from usl.weights import shipped
 
@@ -165,46 +167,41 @@ class CriteriaReader:
         self._memo: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     # -- token states ------------------------------------------------------------------------------
-    def share_encoder(self, encoder) -> None:
-        """Read through a ``CriteriaEncoder``'s MiniLM (one without an adapter: the same frozen weights)
+    def share_encoder(self, encoder: MiniLM) -> None:
+        """Read through the criteria tower's MiniLM (one without an adapter: the same frozen weights)
         instead of loading a second copy. The reader reads criteria whole, as users write them, and the
         criteria tower what ``split_sign`` leaves of them, so each makes its own (short) pass."""
-        self._encoder = (encoder.tokenizer, encoder.model)
+        self._encoder = encoder
 
-    def _tokens(self):
+    def _minilm(self) -> MiniLM:
         if self._encoder is None:
-            self._encoder = frozen_encoder()
+            self._encoder = frozen()
         return self._encoder
 
-    def states(self, texts: Sequence[str], batch: int = 128, pad_to_max: bool = False, dtype=None):
-        """Frozen token states (n, tokens, 384 * len(layers)) and the attention mask; ``pad_to_max`` pads
-        every batch to ``max_len`` tokens so that batches stack (training, kept in ``dtype`` there)."""
-        import torch
-
+    def states(self, texts: Sequence[str], batch: int = 128, pad_to_max: bool = False):
+        """Frozen token states (n, tokens, 384 * len(layers)) and the attention mask, as arrays; ``pad_to_max``
+        pads every batch to the longest text of all so that batches stack (training). Criteria are short
+        (~30 tokens): a batch is not padded to ``max_len``."""
         pad_to_max = pad_to_max or len(texts) > batch
-        tok, enc = self._tokens()
-        # stacked batches are padded to the longest text of all (criteria are short: ~30 tokens, not max_len);
-        # otherwise the tokenizer's settings stay those of the criteria tower, which may share it from another
-        # thread (a fast tokenizer's truncation state is not safe to flip between threads)
-        width = self.cfg.max_len if not pad_to_max else max(
-            len(ids) for ids in tok(list(texts), truncation=True, max_length=self.cfg.max_len)["input_ids"])
+        enc = self._minilm()
+        width = None
+        if pad_to_max:
+            width = int(enc.tokens(texts, self.cfg.max_len)[1].sum(1).max(initial=0))
         hs, ms = [], []
-        with torch.inference_mode():
-            for i in range(0, len(texts), batch):
-                t = tok(list(texts[i:i + batch]), padding="max_length" if pad_to_max else True, truncation=True,
-                        max_length=width, return_tensors="pt")
-                out = enc(**t, output_hidden_states=True).hidden_states
-                hs.append(torch.cat([out[k] for k in self.cfg.layers], -1).to(dtype or torch.float32))
-                ms.append(t["attention_mask"])
-        return torch.cat(hs), torch.cat(ms)
+        for i in range(0, len(texts), batch):
+            out, mask = enc.states(texts[i:i + batch], self.cfg.max_len, width)
+            hs.append(np.concatenate([out[k] for k in self.cfg.layers], -1))
+            ms.append(mask)
+        return np.concatenate(hs), np.concatenate(ms)
 
-    def _heads(self, h, mask) -> list[tuple[np.ndarray, np.ndarray]]:
-        import torch
-
-        with torch.inference_mode():
-            outs = [net(h, mask) for net in self.nets]
-            k, d = (torch.stack([o[i].softmax(-1) for o in outs]).mean(0).numpy().astype(np.float32)
-                    for i in range(2))
+    def _heads(self, h: np.ndarray, mask: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each text's (kind, direction) probabilities, averaged over the nets (``numpy_nn``)."""
+        kinds, dirs = [], []
+        for w in self.nets:
+            z = gelu(linear(attention_pool(h, mask, w), w, "trunk.0"))
+            kinds.append(softmax(linear(z, w, "kind")))
+            dirs.append(softmax(linear(z, w, "direction")))
+        k, d = (np.mean(x, 0).astype(np.float32) for x in (kinds, dirs))
         return list(zip(k, d))
 
     def _remember(self, texts: Sequence[str], got) -> None:
@@ -234,12 +231,12 @@ class CriteriaReader:
 
     # -- persistence -------------------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:
-        from safetensors.torch import save_file
+        from safetensors.numpy import save_file
 
         d = Path(folder) / READER_DIR
         d.mkdir(parents=True, exist_ok=True)
-        state = {f"{i}.{k}": v.detach().half().contiguous() for i, net in enumerate(self.nets)
-                 for k, v in net.state_dict().items()}
+        state = {f"{i}.{k}": np.ascontiguousarray(v, dtype=np.float16) for i, net in enumerate(self.nets)
+                 for k, v in net.items()}
         save_file(state, d / "heads.safetensors")
         cfg = asdict(self.cfg) | {"n_heads": len(self.nets), "kinds": list(KINDS), "directions": list(DIRECTIONS)}
         (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
@@ -250,8 +247,6 @@ class CriteriaReader:
     def load(cls, folder: str | Path | None = None) -> CriteriaReader:
         """The reader saved under ``folder`` (``folder/criteria_reader/``, or ``folder`` itself); the shipped
         one when None."""
-        from safetensors.torch import load_file
-
         if folder is None:
             folder = shipped("fast-crm")
         d = Path(folder)
@@ -264,12 +259,13 @@ class CriteriaReader:
             for key in ("wordings", "test", "layers"):
                 raw[key] = tuple(raw[key])
             cfg = CriteriaReaderConfig(**raw)
-            state = load_file(d / "heads.safetensors")
-            nets = []
-            for i in range(n):
-                net = _net(cfg)
-                net.load_state_dict({k[len(f"{i}."):]: v.float() for k, v in state.items() if k.startswith(f"{i}.")})
-                nets.append(net.eval())
+            state = load_state(d / "heads.safetensors")
+            nets = [{k[len(f"{i}."):]: v for k, v in state.items() if k.startswith(f"{i}.")} for i in range(n)]
+            for i, net in enumerate(nets):
+                shapes = {k: tuple(net[f"{k}.weight"].shape) for k in ("proj", "kind", "direction")}
+                if shapes != {"proj": (cfg.hidden, 384 * len(cfg.layers)), "kind": (len(KINDS), 128),
+                              "direction": (len(DIRECTIONS), 128)}:
+                    raise ValueError(f"net {i}'s layers are {shapes}, not those of its config")
             trained = json.loads((d / "training.json").read_text()) if (d / "training.json").exists() else {}
         except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
             raise ValueError(f"{d}: not a criteria reader usl can read ({type(e).__name__}: {e}); rebuild it with "
@@ -367,7 +363,8 @@ def fit(cfg: CriteriaReaderConfig) -> CriteriaReader:
     t0 = time.time()
     examples, dropped = training_set(cfg)
     reader = CriteriaReader(cfg, [])
-    h, m = reader.states([x.text for x in examples], pad_to_max=True, dtype=torch.bfloat16)  # half the memory
+    h, m = reader.states([x.text for x in examples], pad_to_max=True)
+    h, m = torch.from_numpy(h).to(torch.bfloat16), torch.from_numpy(m)  # half the memory
     kind_y = torch.tensor([KINDS.index(x.kind) if x.kind else -100 for x in examples])
     dir_y = torch.tensor([DIRECTIONS.index(x.direction) if x.direction else -100 for x in examples])
     # every kind weighs alike: the many style wordings must not drown the few correctness ones
@@ -392,7 +389,7 @@ def fit(cfg: CriteriaReaderConfig) -> CriteriaReader:
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-        reader.nets.append(net.eval())
+        reader.nets.append(state_of(net.eval()))
         log.info("criteria reader: head %d of %d trained", k + 1, cfg.heads)
     read = reading_of(reader)
     reader.trained = {

@@ -19,7 +19,8 @@ Frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go t
 projection, attention pooling and a small MLP that also sees the keyword features, so it can tell
 when to trust them. A few heads with different seeds are averaged. Everything trained is about 1.4
 MB (fp16) a reader. In the judge a reader takes its token states from the criteria tower's own
-MiniLM pass (``share_encoder``), so reading a criterion costs only the heads.
+MiniLM pass (``share_encoder``), so reading a criterion costs only the heads. Judging reads the heads in
+numpy and MiniLM through ONNX Runtime (``numpy_nn``, ``usl.data.minilm_onnx``); training uses torch.
 
 Training texts: the criteria library's training wordings (the reader's families labelled, the others
 as "none"), plus wordings files written for it (``configs/length_wordings``,
@@ -40,10 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
-from usl.data.embed import frozen_encoder
 from usl.data.criteria import load_library
 from usl.data.io import read_json
+from usl.data.minilm_onnx import MiniLM, frozen
 from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix, split_sign
+from usl.fast.numpy_nn import State, attention_pool, load_state, mlp, softmax, state_of
 
 log = logging.getLogger(__name__)
 
@@ -119,35 +121,35 @@ def _head(cfg: ReaderConfig, n_lexicon: int, width: int = 384):
 
 class CriterionReader:
     """``read(texts) -> (n, len(kind.labels) - 1)``: the probability of each of the kind's classes but
-    "none" for each criterion text (after ``split_sign``): P(shorter), P(longer) for length."""
+    "none" for each criterion text (after ``split_sign``): P(shorter), P(longer) for length. ``heads`` are
+    the trained heads' states (``numpy_nn``): reading runs in numpy, on MiniLM's states from ONNX Runtime."""
 
-    def __init__(self, cfg: ReaderConfig, heads: list):
+    def __init__(self, cfg: ReaderConfig, heads: list[State]):
         self.cfg = cfg
         self.kind = KINDS[cfg.kind]
         self.heads = heads
         self._encoder = None
         self._memo: dict[str, np.ndarray] = {}
 
-    def share_encoder(self, encoder) -> None:
-        """Read through the criteria tower's all-MiniLM-L6-v2 (a ``CriteriaEncoder`` without an adapter)
-        instead of loading a second copy, and take the token states of the criteria it encodes from its
-        own pass: a new criterion then costs one MiniLM pass, not two."""
-        self._encoder = (encoder.tokenizer, encoder.model)
+    def share_encoder(self, encoder: MiniLM) -> None:
+        """Read through the criteria tower's all-MiniLM-L6-v2 (one without an adapter) instead of loading a
+        second copy, and take the token states of the criteria it encodes from its own pass: a new
+        criterion then costs one MiniLM pass, not two."""
+        self._encoder = encoder
         encoder.listeners.append(self._absorb)
 
     def _absorb(self, texts: list[str], hidden_states, mask) -> None:
-        import torch
-
         if len(texts) > 128:  # a bulk pass (training, a benchmark's criteria): read when asked instead
             return
-        h = torch.cat([hidden_states[k] for k in self.cfg.layers], -1)
-        self._remember(texts, self._heads(h, mask, torch.from_numpy(lexicon_matrix(texts))))
+        h = np.concatenate([hidden_states[k] for k in self.cfg.layers], -1)
+        self._remember(texts, self._heads(h, mask, lexicon_matrix(texts)))
 
-    def _heads(self, h, mask, lex) -> np.ndarray:
-        import torch
+    def _heads(self, h: np.ndarray, mask: np.ndarray, lex: np.ndarray) -> np.ndarray:
+        """The heads' class probabilities, averaged: (n, len(kind.labels))."""
+        def head(w: State) -> np.ndarray:
+            return softmax(mlp(np.concatenate([attention_pool(h, mask, w), lex], -1), w, "out"))
 
-        with torch.inference_mode():
-            return torch.stack([hd(h, mask, lex).softmax(-1) for hd in self.heads]).mean(0).numpy().astype(np.float32)
+        return np.mean([head(w) for w in self.heads], 0).astype(np.float32)
 
     def _remember(self, texts: Sequence[str], p: np.ndarray) -> None:
         memo = self._memo
@@ -155,29 +157,23 @@ class CriterionReader:
             self._memo = memo = {}
         memo.update(zip(texts, p))
 
-    def _tokens(self):
+    def _minilm(self) -> MiniLM:
         if self._encoder is None:
-            self._encoder = frozen_encoder()
+            self._encoder = frozen()
         return self._encoder
 
     def states(self, texts: Sequence[str], batch: int = 128, pad_to_max: bool = False):
-        """Frozen token states (n, tokens, 384 * len(layers)), the attention mask, the keyword features.
-        ``pad_to_max`` pads every batch to ``max_len`` tokens, so that batches can be stacked (training);
-        otherwise a batch is padded to its longest text, with the very tokenizer settings the criteria
-        tower uses: the two share one tokenizer, whose padding state is not safe to flip between threads."""
-        import torch
-
+        """Frozen token states (n, tokens, 384 * len(layers)), the attention mask, the keyword features, as
+        arrays. ``pad_to_max`` pads every batch to ``max_len`` tokens, so that batches can be stacked
+        (training); otherwise a batch is padded to its longest text."""
         pad_to_max = pad_to_max or len(texts) > batch  # batches of their own lengths would not stack
-        tok, enc = self._tokens()
+        enc = self._minilm()
         hs, ms = [], []
-        with torch.inference_mode():
-            for i in range(0, len(texts), batch):
-                t = tok(list(texts[i:i + batch]), padding="max_length" if pad_to_max else True, truncation=True,
-                        max_length=self.cfg.max_len, return_tensors="pt")
-                out = enc(**t, output_hidden_states=True).hidden_states
-                hs.append(torch.cat([out[k] for k in self.cfg.layers], -1))
-                ms.append(t["attention_mask"])
-        return torch.cat(hs), torch.cat(ms), torch.from_numpy(lexicon_matrix(list(texts)))
+        for i in range(0, len(texts), batch):
+            out, mask = enc.states(texts[i:i + batch], self.cfg.max_len, self.cfg.max_len if pad_to_max else None)
+            hs.append(np.concatenate([out[k] for k in self.cfg.layers], -1))
+            ms.append(mask)
+        return np.concatenate(hs), np.concatenate(ms), lexicon_matrix(list(texts))
 
     def probs(self, texts: Sequence[str]) -> np.ndarray:
         """(n, len(kind.labels)): each class's probability (P(neither), P(shorter), P(longer) for length),
@@ -196,12 +192,12 @@ class CriterionReader:
 
     # -- persistence -------------------------------------------------------------------------------
     def save(self, out_dir: str | Path) -> None:
-        from safetensors.torch import save_file
+        from safetensors.numpy import save_file
 
         d = Path(out_dir) / self.kind.dir
         d.mkdir(parents=True, exist_ok=True)
-        state = {f"{i}.{k}": v.detach().half().contiguous() for i, hd in enumerate(self.heads)
-                 for k, v in hd.state_dict().items()}
+        state = {f"{i}.{k}": np.ascontiguousarray(v, dtype=np.float16) for i, hd in enumerate(self.heads)
+                 for k, v in hd.items()}
         save_file(state, d / "heads.safetensors")
         (d / "config.json").write_text(json.dumps(asdict(self.cfg) | {"n_heads": len(self.heads)}, indent=2))
 
@@ -209,8 +205,6 @@ class CriterionReader:
     def load(cls, model_dir: str | Path, kind: str = "length") -> CriterionReader | None:
         """The reader of ``kind`` saved in ``model_dir`` (``length_reader/``, ``domain_reader/``), or None
         if there is none."""
-        from safetensors.torch import load_file
-
         d = Path(model_dir) / KINDS[kind].dir
         if not (d / "config.json").exists():
             return None
@@ -221,19 +215,17 @@ class CriterionReader:
             cfg = ReaderConfig(**raw)  # a reader saved before kinds existed is a length reader
             if cfg.kind != kind:
                 raise ValueError(f"a {cfg.kind} reader, not a {kind} reader")
-            state = load_file(d / "heads.safetensors")
+            state = load_state(d / "heads.safetensors")
         except Exception as e:  # a torn or foreign file: json, safetensors and dataclass errors alike
             raise ValueError(f"{d}: not a {kind} reader usl can read ({type(e).__name__}: {e}); retrain it with "
                              "`usl train-reader`") from e
-        heads = []
-        for i in range(n):
-            hd = _head(cfg, len(LEXICON_AXES))
-            try:
-                hd.load_state_dict({k[len(f"{i}."):]: v.float() for k, v in state.items() if k.startswith(f"{i}.")})
-            except RuntimeError as e:
-                raise ValueError(f"{d}: heads do not match this usl's keyword features ({e}); retrain the reader "
-                                 "with `usl train-reader`") from e
-            heads.append(hd.eval())
+        heads = [{k[len(f"{i}."):]: v for k, v in state.items() if k.startswith(f"{i}.")} for i in range(n)]
+        want = (128, cfg.hidden + len(LEXICON_AXES))
+        for i, hd in enumerate(heads):
+            got = tuple(hd["out.0.weight"].shape) if "out.0.weight" in hd else None
+            if got != want:
+                raise ValueError(f"{d}: head {i} takes {got and got[1]} inputs, this usl's keyword features make "
+                                 f"{want[1]}; retrain the reader with `usl train-reader`")
         return cls(cfg, heads)
 
 
@@ -344,7 +336,7 @@ def fit_reader(examples: Sequence[tuple[str, int]], cfg: ReaderConfig, crossfit:
     reader = CriterionReader(cfg, [])
     texts = [t for t, _ in examples]
     y = torch.tensor([label for _, label in examples])
-    h, m, lex = reader.states(texts, pad_to_max=True)
+    h, m, lex = (torch.from_numpy(x) for x in reader.states(texts, pad_to_max=True))
 
     def fit(idx: np.ndarray, salt: int) -> list:
         heads = []
@@ -384,7 +376,7 @@ def fit_reader(examples: Sequence[tuple[str, int]], cfg: ReaderConfig, crossfit:
             p = predict(fit(np.flatnonzero(fold != f), f + 1), out)
             held.update((texts[i], v.astype(np.float32)) for i, v in zip(out, p))
     log.info("%s reader: full fit on %d texts", cfg.kind, len(texts))
-    reader.heads = fit(np.arange(len(texts)), 0)
+    reader.heads = [state_of(hd) for hd in fit(np.arange(len(texts)), 0)]
     return reader, held
 
 

@@ -20,57 +20,24 @@ criterion's share of the decision is a term of the sum (the per-criterion breakd
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
+from usl.fast.criterion_reader import CriterionReader
 from usl.fast.features import FEATURES
-from usl.fast.criterion_reader import DOMAIN, LENGTH, CriterionReader
-from usl.fast.lexicon_probe import check_fingerprint
 from usl.fast.register import RegisterScorer, RegisterStack
-from usl.fast.style_scorer import StyleScorer
-
-@dataclass
-class FastCRMConfig:
-    dim: int = 384
-    n_features: int = len(FEATURES)
-    hidden: int = 128
-    dropout: float = 0.1
-    features: tuple[str, ...] = FEATURES
-    lexicon: tuple[str, ...] = LEXICON_AXES
-    reader: tuple[str, ...] = ()  # the length reader's features, after the keyword ones (criterion_reader.py)
-    domain: tuple[str, ...] = ()  # the domain reader's features, after those
-    # the answer features (one per domain reader style, in its order) that the style-score prior reads,
-    # and a factor on that prior chosen after training on criteria worded as in no training pair
-    score_prior: tuple[str, ...] = ()
-    score_boost: float = 1.0
-    # a factor on the length prior, chosen after training on pairs of a bare answer against one that gives
-    # it at length (which no training pair holds: the learned terms never meet a one-word answer)
-    length_boost: float = 1.0
-    crit_noise: float = 0.02  # per-dimension Gaussian noise on criterion embeddings while training
-    # what the criteria lexicon made of a fixed set of wordings when these weights were trained
-    # (lexicon_probe.py); loading refuses weights whose reading differs from the code's
-    lexicon_fingerprint: str | None = None
-
-
-@dataclass(frozen=True)
-class AnswerRepr:
-    """The criteria-independent part of N answers, computed once per benchmark."""
-    f: torch.Tensor        # (N, F) standardised style features (clamped to +-6)
-    z: torch.Tensor        # (N, H) the answer side of the bilinear term
-    quality: torch.Tensor  # (N,) criterion-independent quality
-
-
-@dataclass(frozen=True)
-class CriteriaRepr:
-    """k criteria read once, ready to score any answers."""
-    u: torch.Tensor        # (k, H) the criteria side of the bilinear term
-    g: torch.Tensor        # (k, F) weights on the style features, priors included
-    length: torch.Tensor   # (k,) direction of the length prior: > 0 favours longer answers
+# the config and the representations are torch-free: judging imports them without torch
+from usl.fast.scorer import (  # noqa: F401  (re-exported: trainers and tests import them from here)
+    AnswerRepr,
+    CriteriaRepr,
+    FastCRMConfig,
+    criteria_features,
+    read_weights,
+)
 
 
 class FastCRM(nn.Module):
@@ -202,65 +169,23 @@ class FastCRM(nn.Module):
 
     @classmethod
     def load(cls, path: str | Path) -> FastCRM:
-        from safetensors.torch import load_file
-
-        p = Path(path)
-        raw = json.loads((p / "config.json").read_text())
-        raw.pop("extra", None)
-        vocab = raw.pop("vocab_size", 30522)
-        known = {f.name for f in fields(FastCRMConfig)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"{p / 'config.json'}: unknown field(s) {unknown} (weights of another version of the "
-                             "fast CRM); rebuild them with `usl train-fast --config configs/fast_crm.yaml`")
-        check_fingerprint(raw.get("lexicon_fingerprint"), p)
-        for key in ("features", "lexicon", "reader", "domain", "score_prior"):
-            raw[key] = tuple(raw.get(key, ()))
-        register = _load_registers(p)
-        readers = {}
-        for kind, key in ((LENGTH, "reader"), (DOMAIN, "domain")):
-            readers[kind.name] = CriterionReader.load(p, kind.name) if raw[key] else None
-            if raw[key] and readers[kind.name] is None:
-                raise ValueError(f"{p}: model was trained with a {kind.name} reader, and its {kind.dir}/ is missing")
-        if raw["features"] != FEATURES + (register.names if register else ()):
-            have = set(register.names if register else ())
-            lost = [f for prefix, f in (("register_", "register.npz"), ("style_", "style_scorer/"))
-                    if any(n.startswith(prefix) and n not in have for n in raw["features"])]
-            raise ValueError(f"{p}: model was trained with other style features"
-                             f"{f' (or its {lost[0]} is missing)' if lost else ''}; retrain it")
-        if raw["lexicon"] != LEXICON_AXES:
-            raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
-        model = cls(FastCRMConfig(**raw), vocab_size=vocab, register=register, reader=readers["length"],
-                    domain_reader=readers["domain"])
-        state = load_file(p / "model.safetensors")
-        missing = sorted(set(model.state_dict()) - set(state))
+        w = read_weights(path)
+        model = cls(w.cfg, vocab_size=w.vocab_size, register=w.register, reader=w.readers["length"],
+                    domain_reader=w.readers["domain"])
+        missing = sorted(set(model.state_dict()) - set(w.state))
         if missing:
-            raise ValueError(f"{p}: model was trained by an older usl (no {', '.join(missing)}); retrain it "
+            raise ValueError(f"{path}: model was trained by an older usl (no {', '.join(missing)}); retrain it "
                              "with `usl train-fast`")
-        model.load_state_dict(state)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in w.state.items()})
         return model.eval()
 
 
 def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
                     readings: dict[str, dict[str, np.ndarray]] | None = None) -> torch.Tensor:
-    """A criterion's input row: its sentence embedding, keyword features and, if the model has them, the
-    length reader's P(shorter), P(longer) and the domain reader's P(style). ``readings`` (reader kind -> text -> probabilities) stand in for a reader where given: the
-    cross-fitted readings of its own training texts."""
-    parts = [embeddings, torch.from_numpy(lexicon_matrix(texts))]
-    for reader in model.readers:
-        known = (readings or {}).get(reader.kind.name, {})
-        todo = [t for t in texts if t not in known]
-        fresh = dict(zip(todo, reader.probs(todo))) if todo else {}
-        parts.append(as_tensor(np.stack([(known[t] if t in known else fresh[t])[1:] for t in texts])
-                               if texts else np.zeros((0, len(reader.kind.features)), np.float32)))
-    return torch.cat(parts, -1)
+    """A criterion's input row: its sentence embedding, then ``scorer.criteria_features`` (keyword features,
+    the readers' probabilities)."""
+    return torch.cat([embeddings, torch.from_numpy(criteria_features(model.readers, texts, readings))], -1)
 
 
 def as_tensor(x: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-
-
-def _load_registers(path: str | Path) -> RegisterStack | None:
-    """The answer scorers saved with a model (``path`` is the model directory), or None."""
-    parts = [p for p in (RegisterScorer.load(path), StyleScorer.load(path)) if p is not None]
-    return RegisterStack(parts) if parts else None

@@ -93,6 +93,11 @@ def _member_state(state: Mapping[str, object], i: int) -> dict[str, object]:
     return {k: v for k, v in state.items() if k.startswith(("lora.", "head."))}
 
 
+def _as_array(v) -> np.ndarray:
+    """A weight as float32 numpy: loaded weights are arrays, freshly trained ones torch tensors."""
+    return v.astype(np.float32) if isinstance(v, np.ndarray) else v.float().cpu().numpy()
+
+
 def text_key(text: str) -> bytes:
     """How tables of scores name an answer: the first 12 bytes of its SHA-256."""
     return hashlib.sha256(text.encode()).digest()[:KEY_BYTES]
@@ -212,7 +217,7 @@ class StyleScorer:
     @functools.cached_property
     def fingerprint(self) -> str:
         return weights_fingerprint(self.cfg, (c for k in sorted(self.state)
-                                              for c in (k.encode(), self.state[k].float().numpy().tobytes())))
+                                              for c in (k.encode(), _as_array(self.state[k]).tobytes())))
 
     # -- scoring -----------------------------------------------------------------------------------
     def _model(self):
@@ -226,7 +231,7 @@ class StyleScorer:
             tok, base = _base_encoder(self.cfg, self.base_path)
             nets = []
             for i in range(self.cfg.members):
-                state = _member_state(self.state, i)
+                state = {k: torch.as_tensor(v) for k, v in _member_state(self.state, i).items()}
                 lora = {k[len("lora."):]: v for k, v in state.items() if k.startswith("lora.")}
                 if not lora:
                     raise ValueError(f"style scorer: member {i}'s weights do not fit the encoder (no LoRA tensors)")
@@ -342,7 +347,8 @@ class StyleScorer:
 
         out = Path(out_dir) / self.dir
         out.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.to(torch.float16).contiguous() for k, v in self.state.items()}, out / "weights.safetensors")
+        save_file({k: torch.as_tensor(v).to(torch.float16).contiguous() for k, v in self.state.items()},
+                  out / "weights.safetensors")
         (out / "config.json").write_text(json.dumps(asdict(self.cfg), indent=2))
         if self.known:
             write_table(out / KNOWN, self.known)
@@ -356,7 +362,7 @@ class StyleScorer:
         if not d.exists():
             return None
         try:
-            from safetensors.torch import load_file
+            from safetensors.numpy import load_file  # arrays: a judge that only reads tables imports no torch
 
             raw = json.loads((d / "config.json").read_text())
             cfg = StyleScorerConfig(**(raw | {"labels": tuple(raw["labels"])}))

@@ -3,12 +3,14 @@
 Answers are embedded once (``AnswerBank``); a criteria set costs one small MiniLM pass, after which
 judging every answer of a benchmark against its baseline is a handful of matrix products. The
 decision is antisymmetric (A vs B is exactly the mirror of B vs A), so callers that average both
-orders get the same number and ``judge_matrix`` skips the second order altogether.
+orders get the same number and ``judge_matrix`` skips the second order altogether. Judging imports
+neither torch nor transformers: the heads run in numpy (``fast.scorer``, ``fast.numpy_nn``) and
+MiniLM on ONNX Runtime (``data.minilm_onnx``): a board with new criteria in a fresh process takes
+about 3 s on 2 cores, most of it reading the benchmark's stored answer vectors and readings.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import logging
@@ -17,15 +19,15 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import torch
 
 from usl import paths
+from usl.data.embed import encoder_path
+from usl.data.minilm_onnx import MiniLM, frozen, load, weights_key
 from usl.fast.answer_bank import AnswerBank, Progress
-from usl.fast.criteria_encoder import ADAPTER_DIR, CriteriaEncoder
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.criterion_kinds import KindModel
 from usl.fast.criteria_lexicon import split_sign
-from usl.fast.model import AnswerRepr, CriteriaRepr, FastCRM, as_tensor, criteria_inputs
+from usl.fast.scorer import ADAPTER_DIR, AnswerRepr, CriteriaRepr, FastScorer, criteria_features
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.fast.static_embed import StaticEmbedder
 from usl.fast.substance import FOLDER as SUBSTANCE_FOLDER, SubstanceBank, substance_first
@@ -79,18 +81,6 @@ def quality_reading(weights: Path, home: str | None, reader: str = "") -> Qualit
                           shipped=shipped_banks)
 
 
-@contextlib.contextmanager
-def _one_thread():
-    """A few short criteria are encoded fastest on one thread: with torch's default pool of all
-    cores, a busy machine turns a 10 ms pass into 0.5 s of contention."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
-
-
 class FastJudge:
     can_tie = False
     cacheable = False  # recomputing is cheaper than a SQLite round trip
@@ -102,14 +92,14 @@ class FastJudge:
             raise FileNotFoundError(f"no fast CRM weights in {self.weights}")
         self.name = name
         self.version = f"fast-{_weights_hash(self.weights)}"
-        self.model = FastCRM.load(self.weights)
+        self.model = FastScorer.load(self.weights)
         cache = paths.cache_dir(home)
-        self.static = StaticEmbedder(cache / "static", idf=self.model.idf.numpy())
+        self.static = StaticEmbedder(cache / "static", idf=self.model.idf)
         if hasattr(self.model.register, "set_cache_dir"):
             self.model.register.set_cache_dir(cache / "style")
         self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register, shipped=self.weights)
         adapter = self.weights / ADAPTER_DIR
-        self.encoder = CriteriaEncoder(adapter if adapter.exists() else None)
+        self.encoder = _criteria_encoder(cache, adapter if adapter.exists() else None)
         for reader in self.model.readers if not adapter.exists() else ():  # the same frozen MiniLM: one copy
             reader.share_encoder(self.encoder)
         # the criteria reader (criteria_reading.py): each criterion's kind, as the page shows it
@@ -139,17 +129,14 @@ class FastJudge:
     def _answers(self) -> AnswerRepr:
         """Answer representations for every row of the bank (recomputed only when it grew)."""
         if self._answer_repr is None or self._repr_rows != len(self.bank):
-            with torch.inference_mode():
-                self._answer_repr = self.model.answer_repr(as_tensor(self.bank.r), as_tensor(self.bank.feats),
-                                                           as_tensor(self.bank.cos_q))
+            self._answer_repr = self.model.answer_repr(self.bank.r, self.bank.feats, self.bank.cos_q)
             self._repr_rows = len(self.bank)
         return self._answer_repr
 
-    def _criteria(self, criteria: Sequence[str]) -> tuple[CriteriaRepr, torch.Tensor]:
+    def _criteria(self, criteria: Sequence[str]) -> tuple[CriteriaRepr, np.ndarray]:
         texts, signs = zip(*(split_sign(c) for c in criteria)) if criteria else ((), ())
-        with torch.inference_mode(), _one_thread():
-            x = criteria_inputs(self.model, list(texts), self.encoder.encode(list(texts)))
-            return self.model.criteria_repr(x), torch.tensor(signs, dtype=torch.float32)
+        x = np.concatenate([self.encoder.encode(list(texts)), criteria_features(self.model.readers, list(texts))], -1)
+        return self.model.criteria_repr(x), np.array(signs, dtype=np.float32)
 
     def prepare(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> None:
         """Embed a benchmark's answers ahead of time (cached on disk)."""
@@ -170,13 +157,11 @@ class FastJudge:
         stops)."""
         crit = criteria.as_list() or list(QUALITY_CRITERIA)
         rows_a, rows_b = self.bank.rows(queries, model_answers), self.bank.rows(queries, baseline_answers)
-        ra, rb = torch.from_numpy(rows_a), torch.from_numpy(rows_b)
         A = self._answers()
         C, signs = self._criteria(crit)
-        with torch.inference_mode():
-            S = self.model.criterion_scores(C, A)  # (k, N)
-            per = (signs[:, None] * (S[:, ra] - S[:, rb]) / len(crit)).numpy()
-            qual = (self.model.beta * (A.quality[ra] - A.quality[rb])).numpy()
+        S = self.model.criterion_scores(C, A)  # (k, N)
+        per = signs[:, None] * (S[:, rows_a] - S[:, rows_b]) / len(crit)
+        qual = self.model.beta * (A.quality[rows_a] - A.quality[rows_b])
         reading = np.zeros_like(per)
         if self.quality is not None:
             q = self.quality.readings(queries, model_answers, baseline_answers, progress, fine=True)  # (n,)
@@ -211,14 +196,14 @@ class FastJudge:
 
     def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         texts, signs = zip(*(split_sign(c) for c in crit))
-        return self.kinds.probabilities(self.encoder.encode(list(texts)).numpy()), np.array(signs, dtype=float)
+        return self.kinds.probabilities(self.encoder.encode(list(texts))), np.array(signs, dtype=float)
 
     def _kind_probabilities(self, crit: Sequence[str], texts: Sequence[str]) -> np.ndarray:
         """(k, kinds) for the page: the criteria reader's, else the kind model's. The gate keeps reading the
         kind model it was fitted with: fed the reader's kinds unrefitted, it lost length flips (docs/log.md)."""
         if self.reader is not None:
             return self.reader.probabilities(list(crit))[0].astype(np.float64)
-        return self.kinds.probabilities(self.encoder.encode(list(texts)).numpy())
+        return self.kinds.probabilities(self.encoder.encode(list(texts)))
 
     def quality_share(self, criteria: Criteria) -> list[float]:
         """Each criterion's share of its decision given to the quality reading (0 without a gate)."""
@@ -250,6 +235,20 @@ class FastJudge:
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
         return verdicts_by_matrix(self.judge_matrix, requests)
+
+
+def _criteria_encoder(cache: Path, adapter: Path | None) -> MiniLM:
+    """The criteria tower on ONNX Runtime (``usl.data.minilm_onnx``): the packaged MiniLM, or MiniLM with
+    the weights' adapter merged, exported into the cache once (only that export imports torch)."""
+    if adapter is None:
+        return frozen(cache)
+
+    def build():
+        from usl.fast.criteria_encoder import CriteriaEncoder
+
+        return CriteriaEncoder(adapter).model
+
+    return load(cache, weights_key(encoder_path(), adapter), build)
 
 
 def _parse(arg: str | None) -> tuple[str | None, str]:

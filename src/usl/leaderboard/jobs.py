@@ -165,12 +165,12 @@ def score_distributed(data: Answers, judge: Judge, job: ScoringJob, cache: Judgm
     returns the whole matrix read back from the store. Without a process group: plain ``score``."""
     import dataclasses
 
-    # a process group exists only where torch.distributed was imported (torchrun's script): without it, no
-    # torch is loaded here (an llm: board loads no local model)
+    # a judge_matrix judge is vectorised and cheap: each process runs it whole (the store keeps one copy).
+    # A process group lives only in a process that has imported torch (torchrun's workers): a board
+    # ranked without torch must not import it (a second) only to find there is none
     dist = sys.modules.get("torch.distributed")
-    # a judge_matrix judge is vectorised and cheap: each process runs it whole (the store keeps one copy)
-    if dist is None or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1 \
-            or isinstance(judge, MatrixJudge):
+    if isinstance(judge, MatrixJudge) or dist is None or not (dist.is_available() and dist.is_initialized()) \
+            or dist.get_world_size() == 1:
         return score(data, judge, job, cache, config, progress)
     score(data, judge, job, cache, dataclasses.replace(config, shard=(dist.get_rank(), dist.get_world_size())),
           progress)

@@ -53,7 +53,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from usl.judges.base import Judge
 from usl.leaderboard.answers import Answers
@@ -160,6 +159,8 @@ def refine(fast: np.ndarray, reference: np.ndarray, fast_ci: np.ndarray | None =
             sample_var = fpc * _shrunk_var(e, k)
         theta = np.clip(theta, 0.0, 1.0)                 # a win rate, whatever the correction
         var = _shrunk_var(gj, k) / n + sample_var
+        from scipy import stats as sps  # only a refined board pays for importing it (a third of a second)
+
         half = sps.t.ppf(0.5 + level / 2, np.maximum(k - 1, 1)) * np.sqrt(np.maximum(var, 0.0))
     win = np.where(ok, 100.0 * theta, 100.0 * f_all)
     ci = np.full((len(f), 2), np.nan) if fast_ci is None else np.array(fast_ci, dtype=np.float64)

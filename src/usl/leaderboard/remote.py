@@ -1,7 +1,8 @@
 """A running ``usl serve`` of the same data directory, asked for boards instead of ranking in this process.
 
-A board in a fresh process pays for loading the judge and the benchmark (seconds: torch, the answer
-vectors, MiniLM); a running server has them loaded and answers new criteria in a fraction of a second.
+A board in a fresh process pays for loading the judge and the benchmark (about 3 s: the answer vectors,
+the readers, MiniLM on ONNX Runtime); a running server has them loaded and answers new criteria in a
+fraction of a second.
 ``usl serve`` writes ``serve.json`` (its URL and process id) into the data directory while it runs;
 ``usl rank``, ``usl compare``, ``usl rank --reference``/``--spec`` and the Python API (``usl.load``) ask
 it through ``connect(home)`` whenever it can rank the spec as they would: a judge it serves, the default

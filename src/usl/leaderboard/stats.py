@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 
 @dataclass(frozen=True)
@@ -117,12 +116,20 @@ def paired(a: Mapping[str, float], b: Mapping[str, float]) -> tuple[list[str], n
     return common, np.array([a[m] for m in common], float), np.array([b[m] for m in common], float)
 
 
+def _scipy_stats():
+    """scipy.stats, imported by the correlations alone: it costs a board ranked in a fresh process a third
+    of a second, and a board needs none of it."""
+    from scipy import stats
+
+    return stats
+
+
 def kendall_tau(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     """Kendall's tau-b between two boards (model -> score), over the models both contain."""
     _, x, y = paired(a, b)
     if len(x) < 2:
         raise ValueError(f"need at least 2 common models to correlate, got {len(x)}")
-    return float(sps.kendalltau(x, y).statistic)
+    return float(_scipy_stats().kendalltau(x, y).statistic)
 
 
 def spearman_rho(a: Mapping[str, float], b: Mapping[str, float]) -> float:
@@ -130,7 +137,7 @@ def spearman_rho(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     _, x, y = paired(a, b)
     if len(x) < 2:
         raise ValueError(f"need at least 2 common models to correlate, got {len(x)}")
-    return float(sps.spearmanr(x, y).statistic)
+    return float(_scipy_stats().spearmanr(x, y).statistic)
 
 
 def agreement(ours: Mapping[str, float], reference: Mapping[str, float]) -> dict:
@@ -152,6 +159,7 @@ def correlation_ci(scores: np.ndarray, models: Sequence[str], reference: Mapping
     means = bootstrap_means(np.asarray(scores, dtype=np.float64)[idx], n_bootstrap, seed)
     ref = np.array([reference[models[i]] for i in idx], float)
     rho, tau = [], []
+    sps = _scipy_stats()
     for row in means:
         ok = np.isfinite(row)
         if ok.sum() >= 3:

@@ -174,7 +174,7 @@ def _require(store: Store, name: str) -> tuple[str, str, str, str]:
     if row is None:
         known = list_benchmarks(store)
         hint = f"known: {', '.join(known)}" if known else "none imported yet; run `usl data import alpaca-eval`"
-        raise DataError(f"unknown benchmark {name!r} ({hint})")
+        raise DataError(f"unknown benchmark {name!r}; {hint}")  # the server's wording (usl.server.boards)
     return row
 
 
