@@ -19,7 +19,7 @@ from usl.server.reward import OpenRLHFIn, _openrlhf_items
 from usl.types import Criteria
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "reward.md"
-SHORT = "Paris."
+SHORT = "Paris is the capital of France."   # a one-word answer is a known failure (test_fast_crm)
 LONG = ("The capital of France is Paris. Paris has been the capital for centuries; it is the largest city in "
         "the country and home to its government, the Louvre and the Eiffel Tower.")
 
