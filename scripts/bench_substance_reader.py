@@ -39,10 +39,10 @@ def main() -> None:
     model = substance.SubstanceModel(folder, base=None if base == substance.DEFAULT_BASE else base)
     report = {"base": base, "load_s": round(time.perf_counter() - start, 2), "answers": len(a)}
     model.logits(q[:4], a[:4])                                              # warm up
-    bf16 = substance._cpu_bf16(model.device)
+    bf16 = model.bf16
     readings = {}
     for name, enabled in (("float32", False), ("bfloat16", True)) if bf16 else (("float32", False),):
-        substance._cpu_bf16 = lambda device, enabled=enabled: enabled
+        model.bf16 = enabled
         start = time.perf_counter()
         readings[name] = model.logits(q, a)
         report[f"{name}_answers_per_s"] = round(len(a) / (time.perf_counter() - start), 2)

@@ -28,6 +28,8 @@ from typing import Sequence
 
 import numpy as np
 
+from usl import atomic
+
 log = logging.getLogger(__name__)
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
@@ -207,8 +209,6 @@ def _shipped(max_seq_length: int) -> dict[str, np.ndarray]:
 
 def write_shipped(texts: Sequence[str], path: Path = SHIPPED) -> int:
     """Compute the vectors of ``texts`` with the model (never from a cache) and ship them at ``path``."""
-    from usl import atomic
-
     e = Embedder()
     uniq = list(dict.fromkeys(texts))
     vecs = e.model.encode(uniq, batch_size=e.batch_size, normalize_embeddings=True,

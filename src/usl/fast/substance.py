@@ -82,21 +82,15 @@ class SubstanceModel:
     def __init__(self, folder: str | Path | None = None, base: str | None = None, lora_r: int = 16):
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
-        from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModel, AutoTokenizer
 
         from usl.data.embed import encoder_path
 
         base = str(base or encoder_path())
-        if base in backbone.ALIASES:   # an offline package's GGUF, converted once (the default data directory's cache)
+        if base in backbone.ALIASES or base.endswith(".gguf"):   # GGUF: converted once, in the default home's cache
             base = str(backbone.resolve_backbone(base))
-        if base.endswith(".gguf"):   # the offline decoders ship as GGUF files
-            where, gguf = str(Path(base).parent), Path(base).name
-            self.tok = AutoTokenizer.from_pretrained(where, gguf_file=gguf)
-            # AutoModel would miss every tensor (they are named for the LM); the LM's body is the same model
-            enc = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf).base_model
-        else:
-            self.tok = AutoTokenizer.from_pretrained(base)
-            enc = AutoModel.from_pretrained(base)
+        self.tok = AutoTokenizer.from_pretrained(base)
+        enc = AutoModel.from_pretrained(base)   # a causal LM's checkpoint gives its body
         # an encoder (BERT-like: token types) reads the mean of its states; a decoder, whose last state has
         # seen everything, reads that one
         self.decoder = not getattr(enc.config, "type_vocab_size", 0)
@@ -114,9 +108,11 @@ class SubstanceModel:
             self.encoder = get_peft_model(enc, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.05,
                                                           target_modules=targets))
         self.device = torch.device("cpu")
+        self.bf16 = _cpu_bf16(self.device)
 
     def to(self, device) -> SubstanceModel:
         self.device = device
+        self.bf16 = _cpu_bf16(device)
         self.encoder.to(device)
         self.head.to(device)
         return self
@@ -153,7 +149,7 @@ class SubstanceModel:
         order = np.argsort([len(x) for x in ids], kind="stable")
         out = np.zeros(len(ids), np.float32)
         self.encoder.eval()
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=_cpu_bf16(self.device)):
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
             for start in range(0, len(ids), batch):
                 idx = order[start:start + batch]
                 out[idx] = self.forward([ids[i] for i in idx]).float().cpu().numpy()
@@ -175,7 +171,7 @@ class SubstanceModel:
 
 def _cpu_bf16(device) -> bool:
     """Whether to read in bfloat16 on this CPU: where it has bf16 matrix units (AVX512-BF16, AMX), a decoder
-    reads 3-4 times faster and its logits move by a few hundredths (``scripts/substance_speed.py``)."""
+    reads about twice as fast and its logits move by at most 0.1 (``scripts/bench_substance_reader.py``)."""
     import torch
 
     return device.type == "cpu" and bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
