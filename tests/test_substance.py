@@ -137,8 +137,51 @@ def test_the_reader_trains_on_an_encoder_or_a_decoder_and_reloads_the_same(tmp_p
     assert history and all(np.isfinite(h["dev_log_loss"]) for h in history)
     z = model.logits(["explain python list"] * 2, ["a short concise answer", "list list"])
     model.save(tmp_path / "weights" / "substance", {"recipe": {"base": str(base)}})
-    bank = SubstanceBank(tmp_path / "weights")                   # the judge's way in: the card names the base
+    bank = SubstanceBank(tmp_path / "weights" / "substance")     # the judge's way in: the card names the base
     assert np.allclose(bank.read(["explain python list"] * 2, ["a short concise answer", "list list"]), z, atol=1e-5)
+
+
+def test_a_reader_with_a_quality_head_learns_pairs_and_serves_as_the_quality_reader(tmp_path):
+    """Trained on preference pairs beside its items, the reader has a second head, r, whose difference is the
+    logit of a pair; the ``substance:DIR`` judge reads it from the same bank as the substance term, one pass an
+    answer for both, and stored readings are not read again."""
+    from crm_fixtures import tiny_backbone
+
+    from usl.fast.substance import SubstanceModel, pair_margins, train
+    from usl.judges.base import JudgeRequest
+    from usl.judges.registry import load_judge
+    from usl.types import Criteria
+
+    base = tiny_backbone(tmp_path / "llama", arch="llama")
+    model = SubstanceModel(base=str(base), heads=2)
+    items = [("explain python list", "a short concise answer", True), ("explain python list", "list list", False)] * 4
+    pairs = [("name a fruit", "an apple is a fruit", "fruit fruit fruit", True),
+             ("name a fruit", "zzz", "a banana, a sweet yellow fruit", False)] * 8
+    with pytest.raises(ValueError, match="quality head"):
+        train(SubstanceModel(base=str(base)), items, items[:2], pairs=pairs, epochs=1, batch=4)
+    history = train(model, items, items[:2], pairs=pairs, dev_pairs=pairs[:2], epochs=3, batch=4, lr=3e-3)
+    assert "dev_pair_accuracy" in history[-1]
+    assert pair_margins(model, pairs[:2]).shape == (2,)
+    folder = tmp_path / "reader"
+    model.save(folder, {"recipe": {"base": str(base), "heads": 2}})
+    judge = load_judge(f"substance:{folder}", home=str(tmp_path / "home"))
+    q = judge.readings(["name a fruit"] * 2, ["an apple is a fruit", "zzz"], ["fruit fruit fruit", "an apple is a fruit"])
+    r = model.readings(["name a fruit"] * 3, ["an apple is a fruit", "zzz", "fruit fruit fruit"])[:, 1]
+    assert np.allclose(q, [r[0] - r[2], r[1] - r[0]], atol=1e-4)
+    assert judge.bank.values and not judge.bank.missing(["name a fruit"], ["zzz"])
+    v = judge.judge([JudgeRequest(Criteria(("Anything",), ()), "name a fruit", "zzz", "an apple is a fruit")])
+    assert v[0].p_a == pytest.approx(1 / (1 + np.exp(-q[1])), abs=1e-5)
+    judge.bank._model = None                 # stored: answered without the model
+    assert np.allclose(judge.readings(["name a fruit"], ["zzz"], ["an apple is a fruit"]), q[1:], atol=1e-6)
+    model1 = SubstanceModel(base=str(base))
+    model1.save(tmp_path / "one", {"recipe": {"base": str(base)}})
+    with pytest.raises(ValueError, match="no quality head"):
+        load_judge(f"substance:{tmp_path / 'one'}", home=str(tmp_path / "home"))
+    grown = SubstanceModel(tmp_path / "one", base=str(base), heads=2, trainable=True)   # train on from a reader
+    texts = (["name a fruit"] * 2, ["an apple is a fruit", "zzz"])
+    assert np.allclose(grown.readings(*texts)[:, 0], model1.logits(*texts), atol=1e-5)
+    assert np.allclose(grown.readings(*texts)[:, 1], 0.0)
+    assert any(p.requires_grad for p in grown.encoder.parameters())
 
 
 # ------------------------------------------------------------------------------ on real data, for real
@@ -217,12 +260,12 @@ def test_readings_are_stored_once_and_kept_per_reader(tmp_path):
     from usl.fast.substance import SubstanceBank
     from usl.weights import shipped
 
-    bank = SubstanceBank(shipped("fast-crm"), tmp_path)
+    bank = SubstanceBank(shipped("fast-crm") / "substance", tmp_path)
     z = bank.read(["Which actors started on Broadway?"] * 2, [ANSWER, "Many famou"])
     assert z[0] > z[1]
-    again = SubstanceBank(shipped("fast-crm"), tmp_path)
+    again = SubstanceBank(shipped("fast-crm") / "substance", tmp_path)
     assert not again.missing(["Which actors started on Broadway?"], ["Many famou"])
     other = tmp_path / "other"
     shutil.copytree(shipped("fast-crm") / "substance", other / "substance")
     (other / "substance" / "head.safetensors").write_bytes(b"another reader")
-    assert SubstanceBank(other, tmp_path).missing(["Which actors started on Broadway?"], ["Many famou"])
+    assert SubstanceBank(other / "substance", tmp_path).missing(["Which actors started on Broadway?"], ["Many famou"])

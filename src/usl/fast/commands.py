@@ -238,10 +238,18 @@ def train_substance_command(
                                                       "gemma3-270m), a Hugging Face directory or a GGUF file "
                                                       "(default: the packaged all-MiniLM-L6-v2)."),
         negatives: float = typer.Option(1.5, help="Non-answers made per real answer."),
+        pairs: str = typer.Option("", help="Preference pairs (JSONL, `usl data build-train`'s quality/train.jsonl): "
+                                           "also train a quality head, r(A) - r(B) the logit of A over B."),
+        dev_pairs: str = typer.Option("", help="Dev pairs for the quality head (quality/dev.jsonl)."),
         dev_queries: int = typer.Option(32, help="Training queries kept for dev (early stopping)."),
         epochs: int = typer.Option(2, help="Epochs."),
         lr: float = typer.Option(3e-4, help="LoRA learning rate."),
         batch: int = typer.Option(64, help="Batch size."),
+        max_minutes: float = typer.Option(0.0, min=0.0, help="Stop training after this long, keeping the best "
+                                                            "state so far (0: no limit)."),
+        init: str = typer.Option("", help="Train on from this reader (its folder: LoRA and head; a quality head is "
+                                          "added, starting at zero, when --pairs are given) instead of a new one."),
+        test_items: int = typer.Option(0, min=0, help="Board test items read after training (0: all, about 50k)."),
         seed: int = typer.Option(0, help="Seed.")) -> None:
     """Train the substance reader (usl.fast.substance): real answers of every model to the training queries
     against non-answers made from them; report its accuracy by kind on the board queries, which it never
@@ -275,14 +283,36 @@ def train_substance_command(
         train_q = [queries[i] for i in order[dev_queries:]]
         train_items = data.examples(outputs.answers, train_q, rng, negatives_per_answer=negatives)
         dev_items = data.examples(outputs.answers, dev_q, rng)
-        model = substance.SubstanceModel(base=base).to(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
-        typer.echo(f"{len(train_items)} training items, {len(dev_items)} dev items on {model.device}")
+        train_pairs, dev_pair_list = preference_pairs(pairs), preference_pairs(dev_pairs)
+        if dev_pair_list and not train_pairs:
+            raise ValueError("--dev-pairs needs --pairs")
+        if init and not (Path(init) / "head.safetensors").is_file():
+            raise ValueError(f"--init {init}: no substance reader there (adapter and head.safetensors)")
+        model = substance.SubstanceModel(init or None, base=base, heads=2 if train_pairs else 1, trainable=True).to(
+            torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+        typer.echo(f"{len(train_items)} training items, {len(dev_items)} dev items, {len(train_pairs)} training "
+                   f"pairs, {len(dev_pair_list)} dev pairs on {model.device}")
         as_tuples = lambda items: [(i.query, i.text, i.answers) for i in items]
-        history = substance.train(model, as_tuples(train_items), as_tuples(dev_items), epochs=epochs, batch=batch,
-                                  lr=lr, seed=seed)
+        history = substance.train(model, as_tuples(train_items), as_tuples(dev_items), pairs=train_pairs,
+                                  dev_pairs=dev_pair_list, epochs=epochs, batch=batch, lr=lr, seed=seed,
+                                  max_seconds=max_minutes * 60 or None)
+        folder = Path(out)
+        card = {"recipe": {"base": base or substance.DEFAULT_BASE, "heads": model.heads, "negatives": negatives,
+                           "pairs": Path(pairs).name if pairs else None, "init": init or None,
+                           "dev_queries": dev_queries, "epochs": epochs, "lr": lr, "batch": batch, "seed": seed,
+                           "max_minutes": max_minutes or None, "lora_r": 16,
+                           "targets": sorted(model.encoder.peft_config["default"].target_modules),
+                           "tokens": [substance.QUERY_TOKENS, substance.HEAD_TOKENS, substance.TAIL_TOKENS]},
+                "data": {"train_items": len(train_items), "dev_items": len(dev_items), "train_queries": len(train_q),
+                         "train_pairs": len(train_pairs), "dev_pairs": len(dev_pair_list)},
+                "history": history}
+        model.save(folder, card)    # first: what follows only reads
+        typer.echo(f"-> {folder} trained in {time.time() - t0:.0f}s")
         board = {m: outputs.answers[m] for m in outputs.board_models if m in outputs.answers}
         test = data.examples(board, list(outputs.board), np.random.default_rng(seed + 1),
                              kinds=data.KINDS + data.HELD_OUT_KINDS)
+        if test_items and len(test) > test_items:
+            test = [test[i] for i in np.sort(np.random.default_rng(seed + 2).choice(len(test), test_items, replace=False))]
         z = model.logits([i.query for i in test], [i.text for i in test], batch=256)
         kinds = np.array([i.kind for i in test])
         truth = np.array([i.answers for i in test])
@@ -292,17 +322,21 @@ def train_substance_command(
             typer.echo(f"  {k:<14} {r['n']:>6} {r['accuracy']:.4f}" + ("  (never trained on)" if k in data.HELD_OUT_KINDS else ""))
         board_pairs = list(dict.fromkeys((q, a) for m in sorted(set(board) | {outputs.baseline}) for q in outputs.board
                                          if (a := outputs.answers.get(m, {}).get(q))))
-        zb = model.logits([q for q, _ in board_pairs], [a for _, a in board_pairs], batch=256)
-        folder = Path(out)
-        card = {"recipe": {"base": base or substance.DEFAULT_BASE, "negatives": negatives,
-                           "dev_queries": dev_queries, "epochs": epochs, "lr": lr, "batch": batch, "seed": seed, "lora_r": 16,
-                           "targets": sorted(model.encoder.peft_config["default"].target_modules),
-                           "tokens": [substance.QUERY_TOKENS, substance.HEAD_TOKENS, substance.TAIL_TOKENS]},
-                "data": {"train_items": len(train_items), "dev_items": len(dev_items), "train_queries": len(train_q)},
-                "history": history, "board_test": by_kind, "seconds": round(time.time() - t0, 1)}
-        model.save(folder, card)
-        np.savez(folder / substance.BOARD_FILE, key=np.array([substance.key(q, a) for q, a in board_pairs]), z=zb)
+        zb = model.readings([q for q, _ in board_pairs], [a for _, a in board_pairs], batch=256)
+        card |= {"board_test": by_kind, "seconds": round(time.time() - t0, 1)}
+        (folder / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+        substance.save_readings(folder / substance.BOARD_FILE, board_pairs, zb)
         typer.echo(f"-> {folder} ({len(board_pairs)} board readings) in {time.time() - t0:.0f}s")
+
+
+def preference_pairs(path: str) -> list[tuple[str, str, str, bool]]:
+    """(query, A, B, A preferred) of a JSONL of preference samples, ties left out."""
+    if not path:
+        return []
+    from usl.data.paper_jsonl import read_samples
+
+    return [(s.prompt, s.response_a, s.response_b, s.preference == "model_a")
+            for s in read_samples(path) if s.preference != "tie"]
 
 
 def train_criteria_command(

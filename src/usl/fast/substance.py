@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import warnings
 import zipfile
 from collections.abc import Callable, Sequence
@@ -77,9 +78,14 @@ def key(query: str, answer: str) -> str:
 
 
 class SubstanceModel:
-    """The encoder with its LoRA and head; ``logits(queries, answers)`` on the machine's device."""
+    """The encoder with its LoRA and a linear head of one or two outputs: ``z`` (does it answer) and, where
+    trained on preference pairs, ``r`` (how good an answer it is, a Bradley-Terry score: ``r(A) - r(B)`` is the
+    logit of A over B). ``readings(queries, answers)`` on the machine's device."""
 
-    def __init__(self, folder: str | Path | None = None, base: str | None = None, lora_r: int = 16):
+    def __init__(self, folder: str | Path | None = None, base: str | None = None, lora_r: int = 16,
+                 heads: int = 1, trainable: bool = False):
+        """A saved reader from ``folder`` (``trainable``: to train on from it, ``heads``: outputs it then has,
+        a new one starting at zero), or a new one on ``base``."""
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModel, AutoTokenizer
@@ -94,21 +100,32 @@ class SubstanceModel:
         # an encoder (BERT-like: token types) reads the mean of its states; a decoder, whose last state has
         # seen everything, reads that one
         self.decoder = not getattr(enc.config, "type_vocab_size", 0)
-        self.head = torch.nn.Linear(enc.config.hidden_size, 1)
         if folder is not None:
             folder = Path(folder)
             with warnings.catch_warnings():   # peft asks transformers 5 a deprecated question on every load
                 warnings.simplefilter("ignore", FutureWarning)
-                self.encoder = PeftModel.from_pretrained(enc, str(folder))
+                self.encoder = PeftModel.from_pretrained(enc, str(folder), is_trainable=trainable)
             from safetensors.torch import load_file
-            self.head.load_state_dict(load_file(str(folder / "head.safetensors")))
+            state = load_file(str(folder / "head.safetensors"))
+            rows = state["weight"].shape[0]
+            self.head = torch.nn.Linear(enc.config.hidden_size, max(rows, heads))
+            with torch.no_grad():
+                self.head.weight.zero_()
+                self.head.bias.zero_()
+                self.head.weight[:rows] = state["weight"]
+                self.head.bias[:rows] = state["bias"]
         else:
+            self.head = torch.nn.Linear(enc.config.hidden_size, heads)
             names = {n.rsplit(".", 1)[-1] for n, _ in enc.named_modules()}
             targets = list(TARGETS) if set(TARGETS) <= names else "all-linear"
             self.encoder = get_peft_model(enc, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.05,
                                                           target_modules=targets))
         self.device = torch.device("cpu")
         self.bf16 = _cpu_bf16(self.device)
+
+    @property
+    def heads(self) -> int:
+        return self.head.out_features
 
     def to(self, device) -> SubstanceModel:
         self.device = device
@@ -132,22 +149,28 @@ class SubstanceModel:
         x, mask = x.to(self.device), mask.to(self.device)
         if self.decoder:   # right-padded: the last real token of each row
             h = self.encoder(input_ids=x, attention_mask=mask).last_hidden_state
-            return self.head(h[torch.arange(len(ids), device=self.device), mask.sum(1) - 1]).squeeze(-1)
+            return self.head(h[torch.arange(len(ids), device=self.device), mask.sum(1) - 1])
         h = self.encoder(input_ids=x, attention_mask=mask, token_type_ids=types.to(self.device)).last_hidden_state
         m = mask.unsqueeze(-1).to(h.dtype)
-        return self.head((h * m).sum(1) / m.sum(1)).squeeze(-1)
+        return self.head((h * m).sum(1) / m.sum(1))
 
     def logits(self, queries: Sequence[str], answers: Sequence[str], batch: int | None = None,
                progress: Progress | None = None) -> np.ndarray:
-        """``z`` for each (query, answer), read in batches of similar length (default: 8 on a CPU, where
-        small batches read twice as fast as 64 (``scripts/bench_substance_reader.py``); 64 on a GPU)."""
+        """``z`` for each (query, answer): the first column of :meth:`readings`."""
+        return self.readings(queries, answers, batch, progress)[:, 0]
+
+    def readings(self, queries: Sequence[str], answers: Sequence[str], batch: int | None = None,
+                 progress: Progress | None = None) -> np.ndarray:
+        """(n, heads): ``z`` and, with a quality head, ``r`` for each (query, answer), read in batches of similar
+        length (default: 8 on a CPU, where small batches read twice as fast as 64
+        (``scripts/bench_substance_reader.py``); 64 on a GPU)."""
         import torch
 
         batch = batch or (8 if self.device.type == "cpu" else 64)
 
         ids = [reading_ids(self.tok, q, a) for q, a in zip(queries, answers)]
         order = np.argsort([len(x) for x in ids], kind="stable")
-        out = np.zeros(len(ids), np.float32)
+        out = np.zeros((len(ids), self.heads), np.float32)
         self.encoder.eval()
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
             for start in range(0, len(ids), batch):
@@ -178,16 +201,27 @@ def _cpu_bf16(device) -> bool:
 
 
 def train(model: SubstanceModel, train_items: Sequence[tuple[str, str, bool]],
-          dev_items: Sequence[tuple[str, str, bool]], *, epochs: int = 2, batch: int = 64, lr: float = 3e-4,
-          head_lr: float = 1e-3, seed: int = 0) -> list[dict]:
-    """Logistic loss on (query, text, answers) items, AdamW with linear decay; keeps the state of the best dev
-    log-loss (checked four times an epoch). Returns the history."""
+          dev_items: Sequence[tuple[str, str, bool]], *, pairs: Sequence[tuple[str, str, str, bool]] = (),
+          dev_pairs: Sequence[tuple[str, str, str, bool]] = (), epochs: int = 2, batch: int = 64, lr: float = 3e-4,
+          head_lr: float = 1e-3, seed: int = 0, max_seconds: float | None = None) -> list[dict]:
+    """Logistic loss of ``z`` on (query, text, answers) items; with preference pairs (query, A, B, A preferred)
+    and a model of two heads, plus the Bradley-Terry loss of ``r(A) - r(B)``, a pair beside each item of a batch
+    (the pairs cycle). AdamW with linear decay; keeps the state of the best dev loss (the sum of
+    both, checked four times an epoch); ``max_seconds``: stop there, after a last dev check. Returns the history."""
+    import time
+
     import torch
 
+    if pairs and model.heads < 2:
+        raise ValueError("preference pairs need a reader with a quality head (heads=2)")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     ids = [reading_ids(model.tok, q, a) for q, a, _ in train_items]
     y = torch.tensor([float(t) for _, _, t in train_items])
+    pair_ids = [(reading_ids(model.tok, q, a), reading_ids(model.tok, q, b)) for q, a, b, _ in pairs]
+    pair_sign = torch.tensor([1.0 if w else -1.0 for *_, w in pairs])
+    per_step = batch if pairs else 0
+    pair_order, cursor = rng.permutation(len(pairs)), 0
     dev_y = np.array([t for _, _, t in dev_items], dtype=bool)
     params = [{"params": [p for p in model.encoder.parameters() if p.requires_grad], "lr": lr},
               {"params": model.head.parameters(), "lr": head_lr}]
@@ -198,26 +232,46 @@ def train(model: SubstanceModel, train_items: Sequence[tuple[str, str, bool]],
     best, state, history, step = float("inf"), None, [], 0
     check = max(1, steps // (4 * epochs))
     use_amp = model.device.type == "cuda"
+    t0, stop = time.monotonic(), False
     for epoch in range(epochs):
         order = rng.permutation(len(ids))
         for start in range(0, len(order), batch):
+            if stop:
+                break
             idx = order[start:start + batch]
+            pidx = []
+            for _ in range(per_step):
+                if cursor == len(pair_order):
+                    pair_order, cursor = rng.permutation(len(pairs)), 0
+                pidx.append(pair_order[cursor])
+                cursor += 1
+            rows = [ids[i] for i in idx] + [pair_ids[i][0] for i in pidx] + [pair_ids[i][1] for i in pidx]
             model.encoder.train()
             with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=use_amp):
-                z = model.forward([ids[i] for i in idx]).float()
-            loss = bce(z, y[idx].to(model.device))
+                out = model.forward(rows).float()
+            loss = bce(out[:len(idx), 0], y[idx].to(model.device))
+            if pidx:
+                r = out[len(idx):, 1]
+                d = (r[:len(pidx)] - r[len(pidx):]) * pair_sign[pidx].to(model.device)
+                loss = loss + torch.nn.functional.softplus(-d).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
             sched.step()
             step += 1
-            if step % check == 0 or step == steps:
-                zd = model.logits([q for q, _, _ in dev_items], [a for _, a, _ in dev_items], batch=256)
+            stop = max_seconds is not None and time.monotonic() - t0 > max_seconds
+            if step % check == 0 or step == steps or stop:
+                zd = model.readings([q for q, _, _ in dev_items], [a for _, a, _ in dev_items], batch=256)[:, 0]
                 dev_loss = float(np.mean(np.logaddexp(0, -np.where(dev_y, zd, -zd))))
-                acc = float(np.mean((zd > 0) == dev_y))
-                history.append({"step": step, "epoch": epoch, "train_loss": round(loss.item(), 4),
-                                "dev_log_loss": round(dev_loss, 5), "dev_accuracy": round(acc, 4)})
-                log.info("substance step %d/%d: dev log-loss %.4f, accuracy %.4f", step, steps, dev_loss, acc)
+                entry = {"step": step, "epoch": epoch, "train_loss": round(loss.item(), 4),
+                         "dev_log_loss": round(dev_loss, 5), "dev_accuracy": round(float(np.mean((zd > 0) == dev_y)), 4)}
+                if dev_pairs:
+                    d = pair_margins(model, dev_pairs)
+                    entry |= {"dev_pair_log_loss": round(float(np.mean(np.logaddexp(0, -d))), 5),
+                              "dev_pair_accuracy": round(float(np.mean(d > 0)), 4)}
+                    dev_loss += entry["dev_pair_log_loss"]
+                history.append(entry)
+                log.info("substance step %d/%d: %s", step, steps, entry)
                 if dev_loss < best:
                     best = dev_loss
                     state = ({k: v.detach().clone() for k, v in model.encoder.state_dict().items() if "lora" in k},
@@ -227,47 +281,78 @@ def train(model: SubstanceModel, train_items: Sequence[tuple[str, str, bool]],
     return history
 
 
-class SubstanceBank:
-    """Stored readings ``z`` by (query, answer) key: the shipped board's (read-only, beside the weights) and
-    the data directory's (``cache_dir/readings-<reader hash>.npz``, merged on save so two processes keep each
-    other's)."""
+def pair_margins(model: SubstanceModel, pairs: Sequence[tuple[str, str, str, bool]], batch: int = 256) -> np.ndarray:
+    """``r(preferred) - r(other)`` for each (query, A, B, A preferred): positive where the quality head agrees."""
+    q = [p[0] for p in pairs]
+    r = model.readings(q + q, [p[1] for p in pairs] + [p[2] for p in pairs], batch=batch)[:, 1]
+    n = len(pairs)
+    return (r[:n] - r[n:]) * np.where([p[3] for p in pairs], 1.0, -1.0)
 
-    def __init__(self, weights: Path, cache_dir: str | Path | None = None):
-        self.folder = weights / FOLDER
+
+class SubstanceBank:
+    """Stored readings by (query, answer) key, ``z`` and, where the reader has a quality head, ``r``: the
+    shipped board's (read-only, beside the weights) and the data directory's (``cache_dir/readings-<reader
+    hash>.npz``, merged on save so two processes keep each other's). One pass reads both. :meth:`shared` gives
+    one bank per weights and data directory, so the judge's substance term and its quality term (the
+    ``substance`` reader, ``usl.judges.substance``) share the reader and its readings."""
+
+    def __init__(self, folder: Path, cache_dir: str | Path | None = None):
+        """``folder``: the reader's (a judge's weights hold it as ``substance/``)."""
+        self.folder = Path(folder)
         # the data directory's readings are the reader's own: another reader starts another file
         h = hashlib.sha256()
         for name in ("adapter_model.safetensors", "head.safetensors"):
             h.update((self.folder / name).read_bytes())
-        self.cache = Path(cache_dir) / f"readings-{h.hexdigest()[:12]}.npz" if cache_dir else None
-        self.z: dict[str, float] = {}
+        self.digest = h.hexdigest()[:12]
+        self.cache = Path(cache_dir) / f"readings-{self.digest}.npz" if cache_dir else None
+        self.values: dict[str, tuple[float, ...]] = {}
         for path in (self.folder / BOARD_FILE, self.cache):
-            self.z.update(_read(path))
+            self.values.update(_read(path))
         self._model: SubstanceModel | None = None
+        card = self.folder / "card.json"
+        self.card = json.loads(card.read_text()) if card.is_file() else {}
+        self.heads = int(self.card.get("recipe", {}).get("heads", 1))
         cal = self.folder / CALIBRATION_FILE
         fitted = json.loads(cal.read_text()) if cal.is_file() else {}
         self.calibration = (float(fitted.get("weight", 1.0)), float(fitted.get("alpha", 1.0)),
                             float(fitted.get("beta", 0.0)))
 
+    @classmethod
+    def shared(cls, folder: Path, cache_dir: str | Path | None = None) -> SubstanceBank:
+        key = (str(Path(folder).resolve()), str(Path(cache_dir).resolve()) if cache_dir else None)
+        with _SHARED_LOCK:
+            if key not in _SHARED:
+                _SHARED[key] = cls(Path(folder), cache_dir)
+            return _SHARED[key]
+
     def missing(self, queries: Sequence[str], answers: Sequence[str]) -> list[tuple[str, str]]:
-        return list(dict.fromkeys((q, a) for q, a in zip(queries, answers) if key(q, a) not in self.z))
+        return list(dict.fromkeys((q, a) for q, a in zip(queries, answers) if key(q, a) not in self.values))
 
     def read(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> np.ndarray:
-        """``z`` for each (query, answer); reads (one MiniLM pass each) and stores the ones not stored."""
+        """``z`` for each (query, answer); reads (one pass each) and stores the ones not stored."""
+        return self._column(0, queries, answers, progress)
+
+    def quality(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        """``r`` for each (query, answer), read with ``z`` where missing; a reader without a quality head has none."""
+        if self.heads < 2:
+            raise ValueError(f"{self.folder}: this substance reader has no quality head")
+        return self._column(1, queries, answers, progress)
+
+    def _column(self, col: int, queries: Sequence[str], answers: Sequence[str], progress: Progress | None) -> np.ndarray:
         keys = [key(q, a) for q, a in zip(queries, answers)]
-        todo = {k: (q, a) for k, q, a in zip(keys, queries, answers) if k not in self.z}
+        todo = {k: (q, a) for k, q, a in zip(keys, queries, answers) if k not in self.values}
         if todo:
             if self._model is None:
-                card = self.folder / "card.json"
-                base = json.loads(card.read_text()).get("recipe", {}).get("base") if card.is_file() else None
+                base = self.card.get("recipe", {}).get("base")
                 self._model = SubstanceModel(self.folder, base=None if base in (None, DEFAULT_BASE) else base)
             pairs = list(todo.values())
-            z = self._model.logits([q for q, _ in pairs], [a for _, a in pairs], progress=progress)
-            fresh = dict(zip(todo, z.tolist()))
-            self.z.update(fresh)
+            got = self._model.readings([q for q, _ in pairs], [a for _, a in pairs], progress=progress)
+            fresh = {k: tuple(row) for k, row in zip(todo, got.tolist())}
+            self.values.update(fresh)
             self._save(fresh)
-        return np.array([self.z[k] for k in keys], dtype=np.float32)
+        return np.array([self.values[k][col] for k in keys], dtype=np.float32)
 
-    def _save(self, fresh: dict[str, float]) -> None:
+    def _save(self, fresh: dict[str, tuple[float, ...]]) -> None:
         if self.cache is None:
             return
         merged = _read(self.cache) | fresh
@@ -278,12 +363,24 @@ class SubstanceBank:
             log.warning("could not store substance readings in %s (%s)", self.cache, e)
 
 
-def _read(path: Path | None) -> dict[str, float]:
+_SHARED: dict[tuple[str, str | None], SubstanceBank] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def save_readings(path: Path, pairs: Sequence[tuple[str, str]], readings: np.ndarray) -> None:
+    """A board's readings as the bank stores them: keys and the (n, heads) readings."""
+    np.savez(path, key=np.array([key(q, a) for q, a in pairs]), z=np.asarray(readings, np.float32))
+
+
+def _read(path: Path | None) -> dict[str, tuple[float, ...]]:
+    """key -> (z,) or (z, r); a file of one reading each stores ``z`` as a vector."""
     if path is None or not path.is_file():
         return {}
     try:
         with np.load(path, allow_pickle=False) as f:
-            return dict(zip(f["key"].tolist(), f["z"].tolist()))
+            z = f["z"]
+            rows = z[:, None] if z.ndim == 1 else z
+            return dict(zip(f["key"].tolist(), map(tuple, rows.tolist())))
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
         log.warning("ignoring unreadable substance readings %s (%s)", path, e)
         return {}

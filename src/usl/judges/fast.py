@@ -35,6 +35,7 @@ from usl.crm.inference import model_dir_of
 from usl.judges.base import DecisionTerms, JudgeRequest, Verdict, verdicts_by_matrix
 from usl.judges.crm import CRMJudge
 from usl.judges.quality import pair_reader
+from usl.judges.substance import SubstanceQuality
 from usl.judges.registry import load_judge, register
 from usl.quality.gate import QualityGate
 from usl.quality.reader import PairReader, QualityReading
@@ -72,11 +73,13 @@ def quality_reading(weights: Path, home: str | None, reader: str = "") -> Qualit
     home = None if home is None else str(home)
     if reader and reader != gate.reader:
         gate = replace(gate, reader=reader, reader_identity=load_judge(reader, home=home).identity)
-    # a CRM reads on this machine, and banks of its readings may ship beside its weights; cheap to load here,
-    # as a CRM judge loads its weights on first use
-    judge = load_judge(gate.reader)
-    local = isinstance(judge, CRMJudge)
-    shipped_banks = sorted(model_dir_of(judge.path).glob("bank-*.npz")) if local else []
+    # a CRM or the substance reader reads on this machine, and banks of its readings may ship beside its
+    # weights; cheap to load here, as either loads its model on the first answer it reads
+    judge = load_judge(gate.reader, home=home)
+    folder = (judge.bank.folder if isinstance(judge, SubstanceQuality)
+              else model_dir_of(judge.path) if isinstance(judge, CRMJudge) else None)
+    local = folder is not None
+    shipped_banks = sorted(folder.glob("bank-*.npz")) if local else []
     return QualityReading(gate, home, functools.partial(_load_reader, gate.reader, home), local=local,
                           shipped=shipped_banks)
 
@@ -110,7 +113,7 @@ class FastJudge:
         self._repr_rows = 0
         self.quality = quality_reading(self.weights, home, quality)
         # substance first (fast/substance.py): weights without a substance reader judge by the criteria alone
-        self.substance = (SubstanceBank(self.weights, cache / "substance")
+        self.substance = (SubstanceBank.shared(self.weights / SUBSTANCE_FOLDER, cache / "substance")
                           if (self.weights / SUBSTANCE_FOLDER).is_dir() else None)
         self._z = np.zeros(0, np.float32)     # the substance reader's z by answer-bank row (NaN: not looked up)
         self.kinds = KindModel.load(self.weights)
@@ -127,10 +130,17 @@ class FastJudge:
 
     # -- building blocks ---------------------------------------------------------------------------
     def _answers(self) -> AnswerRepr:
-        """Answer representations for every row of the bank (recomputed only when it grew)."""
-        if self._answer_repr is None or self._repr_rows != len(self.bank):
+        """Answer representations for every row of the bank: computed once, then for the rows it grew by alone
+        (each row's are its own), so a request with a few new answers does not copy the board's 21k twice."""
+        n, have = len(self.bank), self._repr_rows
+        if self._answer_repr is None or have > n:
             self._answer_repr = self.model.answer_repr(self.bank.r, self.bank.feats, self.bank.cos_q)
-            self._repr_rows = len(self.bank)
+        elif have < n:
+            old = self._answer_repr
+            new = self.model.answer_repr(self.bank.r[have:n], self.bank.feats[have:n], self.bank.cos_q[have:n])
+            self._answer_repr = AnswerRepr(f=np.concatenate([old.f, new.f]), z=np.concatenate([old.z, new.z]),
+                                           quality=np.concatenate([old.quality, new.quality]))
+        self._repr_rows = n
         return self._answer_repr
 
     def _criteria(self, criteria: Sequence[str]) -> tuple[CriteriaRepr, np.ndarray]:

@@ -22,12 +22,14 @@ _BUILTIN_MODULES = {
     "fast": "usl.judges.fast",
     "llm": "usl.judges.llm_api",
     "quality": "usl.judges.quality",
+    "substance": "usl.judges.substance",
 }
 
 # Every form a spec takes, for help texts (the README's judges table says what each is); lines of at most
 # 60 characters, so a help page keeps them whole at 80 columns.
 SPEC_LINES = ("default, default:quality=JUDGE, fast:PATH[,quality=JUDGE],",
               "crm[:PATH], crm-factored[:PATH], quality[:PATH],",
+              "substance[:DIR],",
               "llm:MODEL[,base_url=URL,api_key_env=VAR,verdict=logprobs],",
               "length, random[:SEED]")
 
