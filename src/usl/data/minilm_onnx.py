@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 LAYERS = 7  # the embeddings' output and the 6 layers'
 _SHARED: dict[str, "MiniLM"] = {}
 _LOCK = threading.Lock()
+STATES_MEMO_BATCH = 32    # batches of at most this many texts keep their states (criteria; not training's)
+STATES_MEMO_SIZE = 256    # texts whose states are kept (~100 KB each)
 
 
 def weights_key(*folders: str | Path) -> str:
@@ -147,6 +149,7 @@ class MiniLM:
         self.max_length = max_length
         self.listeners: list = []
         self._memo: dict[str, np.ndarray] = {}
+        self._states: dict[bytes, list[np.ndarray]] = {}   # token ids -> each layer's (tokens, 384) states
 
     def tokens(self, texts: Sequence[str], max_length: int | None = None, pad_to: int | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -162,12 +165,40 @@ class MiniLM:
 
     def states(self, texts: Sequence[str], max_length: int | None = None, pad_to: int | None = None
                ) -> tuple[list[np.ndarray], np.ndarray]:
-        """Every layer's hidden states (``LAYERS`` arrays of (n, t, 384), float32) and the mask (n, t)."""
+        """Every layer's hidden states (``LAYERS`` arrays of (n, t, 384), float32) and the mask (n, t).
+
+        A small batch (criteria: the criteria tower, the readers of length and kind each read a new
+        criterion) runs only its texts not read before: a text's states do not depend on the batch it
+        is read in (ONNX Runtime gives the same numbers to the bit whatever else the batch holds and
+        however far it is padded; ``tests/test_fast_path.py`` holds it to that), so the memo's rows are
+        the pass's own. Positions past a text's tokens (masked: no reader looks at them) are zeros."""
         ids, mask = self.tokens(texts, max_length, pad_to)
         if not len(ids):
             return [np.zeros((0, 0, DIM), np.float32)] * LAYERS, mask
+        if len(ids) > STATES_MEMO_BATCH:
+            return self._run(ids, mask), mask
+        lengths = mask.sum(1).tolist()
+        keys = [x[:n].tobytes() for x, n in zip(ids, lengths)]
+        memo = self._states  # read through one reference: another thread may replace it
+        found = {k: memo[k] for k in keys if k in memo}
+        rows = list({k: i for i, k in enumerate(keys) if k not in found}.values())  # each new text once
+        if rows:
+            width = max(lengths[i] for i in rows)
+            out = self._run(ids[rows, :width], mask[rows, :width])
+            fresh = {keys[i]: [h[j, :lengths[i]] for h in out] for j, i in enumerate(rows)}
+            found |= fresh
+            if len(memo) + len(fresh) > STATES_MEMO_SIZE:
+                self._states = memo = {}
+            memo.update(fresh)
+        hidden = [np.zeros((len(ids), ids.shape[1], DIM), np.float32) for _ in range(LAYERS)]
+        for i, (k, n) in enumerate(zip(keys, lengths)):
+            for h, m in zip(hidden, found[k]):
+                h[i, :n] = m
+        return hidden, mask
+
+    def _run(self, ids: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
         return self.session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                       "token_type_ids": np.zeros_like(ids)}), mask
+                                       "token_type_ids": np.zeros_like(ids)})
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(n, 384) L2-normalised mean-pooled sentence vectors."""

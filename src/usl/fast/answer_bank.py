@@ -38,6 +38,7 @@ Progress = Callable[[int, int], None]
 BANK_VERSION = "bank-v2"
 MAX_SEGMENTS = 8   # more segment files than this are merged into one
 SHIPPED_FEATURES = "features-board-{layout}.npz"
+MEMO_SIZE, MEMO_MIN_ROWS = 8, 1000   # rows kept for the last MEMO_SIZE sequences of at least MEMO_MIN_ROWS pairs
 
 
 class AnswerBank:
@@ -59,18 +60,36 @@ class AnswerBank:
         self.cos_q = np.zeros((0,), np.float32)
         self.shipped = Path(shipped) if shipped else None
         self._known: dict[bytes, np.ndarray] | None = None     # answer text key -> features, shipped
+        self._rows_memo: dict[tuple[int, int], tuple[Sequence[str], Sequence[str], np.ndarray]] = {}
 
     def __len__(self) -> int:
         return len(self._index)
 
     def rows(self, queries: Sequence[str], answers: Sequence[str],
              progress: Progress | None = None) -> np.ndarray:
+        """Each (query, answer)'s row (read-only), reading the answers the bank lacks first.
+
+        The rows of the last few long pairs of sequences are kept by the sequences' identity: a board hands the
+        same lists (``Answers.pair_texts`` keeps them per selection) to its judge for every board and for each
+        criterion of its breakdown, and finding 21k pairs in the index takes ~25 ms each time. A row never
+        changes once given (the bank only grows); a caller must not change a sequence it passed in place."""
+        memo_key = (id(queries), id(answers))
+        hit = self._rows_memo.get(memo_key)
+        if hit is not None and hit[0] is queries and hit[1] is answers and len(hit[2]) == len(queries):
+            return hit[2]
         keys = list(zip(queries, answers))
         index = self._index
         new = list(dict.fromkeys(k for k in keys if k not in index))
         if new:
             self._add(new, progress)
-        return np.fromiter((index[k] for k in keys), dtype=np.int64, count=len(keys))
+        rows = np.fromiter((index[k] for k in keys), dtype=np.int64, count=len(keys))
+        rows.setflags(write=False)
+        if len(keys) >= MEMO_MIN_ROWS:
+            memo = self._rows_memo
+            if len(memo) >= MEMO_SIZE:
+                memo.pop(next(iter(memo)), None)
+            memo[memo_key] = (queries, answers, rows)
+        return rows
 
     def preload(self, queries: Sequence[str], answers: Sequence[str],
                 progress: Progress | None = None) -> np.ndarray:

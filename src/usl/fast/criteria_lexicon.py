@@ -10,6 +10,8 @@ to unseen wordings. Each feature is 0/1-ish; ``LEXICON_AXES`` names them in orde
 
 from __future__ import annotations
 
+import functools
+
 import re
 
 import numpy as np
@@ -599,7 +601,14 @@ def lexicon_matrix(texts) -> np.ndarray:
     """(n, len(LEXICON_AXES)) float32."""
     if not len(texts):
         return np.zeros((0, len(LEXICON_AXES)), np.float32)
-    return np.asarray([lexicon_features(t) for t in texts], dtype=np.float32)
+    return np.asarray([_lexicon_row(t) for t in texts], dtype=np.float32)
+
+
+@functools.lru_cache(maxsize=8192)
+def _lexicon_row(text: str) -> tuple[float, ...]:
+    """``lexicon_features`` kept by text: a board reads each criterion's several times (the criteria tower, the
+    length and domain readers, the breakdown's boards), ~1 ms a time."""
+    return tuple(lexicon_features(text))
 
 
 AVOID_PREFIX = "avoid:"
