@@ -24,12 +24,21 @@ of 127.0.0.0/8):
   reading on the default benchmark): its status and time, and the server's CPU seconds in the 10 s after.
 - ``votes``: 6 batches of 50 votes from one address without an Origin header: the statuses (at most
   100 a minute are stored; beyond, 429).
+- ``memory`` (not part of ``all``; about 15 minutes): every kind of request a client can send (boards with
+  new criteria and each option, the event streams, compare, reference, examples, exports, the reward
+  routes with the largest bodies under 64 KiB, the judge check's pairs, votes and calibration), each new
+  to the server's caches, twice: waited for, and given up after ``--leave-after`` seconds. One JSON line
+  each: the server's peak RSS growth (VmRSS sampled every 50 ms and VmHWM, reset before each request),
+  what it kept, its CPU seconds while the client waited and after it left (until it idles, at most
+  ``--settle`` s). ``--probe``: another client asks a new board a second meanwhile (its slowest answer;
+  its CPU then counts in the server's). Run it once the log says ``warm-up done``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import threading
@@ -299,20 +308,266 @@ def votes(url: str, batches: int = 6) -> dict:
     return {"scenario": f"{batches} batches of 50 votes from one address, no Origin header", "statuses": statuses}
 
 
+# ---- memory: each kind of request a client can send, the server's RSS and CPU ---------------------------------
+
+BODY_BUDGET = 64 * 1024 - 256      # the largest body the connection limit lets through, less some slack
+WORDS = ("answer clear detailed concise example code python function recipe poem list step explain why "
+         "because however careful friendly formal tone short long source table summary data error test").split()
+
+
+def words(n_chars: int, seed: str) -> str:
+    """About ``n_chars`` of varied text (new to the server's caches: ``seed`` is the request's tag)."""
+    import random
+    rnd, out, size = random.Random(seed), [], 0
+    while size < n_chars:
+        w = rnd.choice(WORDS)
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)[:n_chars]
+
+
+def largest(make, budget: int = BODY_BUDGET) -> dict:
+    """``make(n)`` with the largest ``n`` whose JSON stays within ``budget`` bytes."""
+    lo, hi = 1, budget
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(json.dumps(make(mid)).encode()) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return make(lo)
+
+
+def criteria(tag: str, chars: int = 300) -> dict:
+    """The most criteria a request may hold: 10 likes and 10 avoid of ``chars`` characters, new ones."""
+    return {"likes": [f"{tag} like {k} " + words(chars - 20, f"{tag}L{k}") for k in range(10)],
+            "avoid": [f"{tag} avoid {k} " + words(chars - 20, f"{tag}A{k}") for k in range(10)]}
+
+
+def status_of(proc: psutil.Process) -> dict[str, int]:
+    """VmRSS and VmHWM of ``proc``, bytes."""
+    out = {}
+    with open(f"/proc/{proc.pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line.split(":")[0]] = int(line.split()[1]) * 1024
+    return out
+
+
+class Meter:
+    """The server's resident memory (sampled every 50 ms, and its kernel-kept peak, VmHWM, reset at the
+    start where the kernel allows) and CPU seconds while one request runs and after its client left."""
+
+    def __init__(self, proc: psutil.Process):
+        self.proc = proc
+        try:                            # "5" resets the peak resident set size (Linux >= 4.0, same user)
+            with open(f"/proc/{proc.pid}/clear_refs", "w") as f:
+                f.write("5")
+            self.hwm_reset = True
+        except OSError:
+            self.hwm_reset = False
+        self.rss0, self.cpu0 = status_of(proc)["VmRSS"], cpu_seconds(proc)
+        self.peak, self.stop = self.rss0, threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        while not self.stop.wait(0.05):
+            self.peak = max(self.peak, status_of(self.proc)["VmRSS"])
+
+    def left(self) -> None:
+        self.cpu_left = cpu_seconds(self.proc)
+
+    def settle(self, cap_s: float, idle_cpu_s: float = 0.05) -> tuple[float, bool]:
+        """Wait until the server spends less than ``idle_cpu_s`` CPU in a second, at most ``cap_s``:
+        (CPU seconds since the client left, whether it was still busy at the cap)."""
+        end, last = time.monotonic() + cap_s, cpu_seconds(self.proc)
+        while time.monotonic() < end:
+            time.sleep(1.0)
+            now = cpu_seconds(self.proc)
+            if now - last < idle_cpu_s:
+                return now - self.cpu_left, False
+            last = now
+        return cpu_seconds(self.proc) - self.cpu_left, True
+
+    def done(self) -> dict:
+        self.stop.set()
+        self.thread.join()
+        st = status_of(self.proc)
+        peak = max(self.peak, st["VmHWM"]) if self.hwm_reset else self.peak
+        return {"peak_growth_mb": round((peak - self.rss0) / 2**20, 1),
+                "kept_mb": round((st["VmRSS"] - self.rss0) / 2**20, 1), "rss_mb": round(st["VmRSS"] / 2**20)}
+
+
+def _post(path: str, body: dict, params: dict | None = None):
+    return lambda c, url: c.post(url + path, json=body, params=params)
+
+
+def _get(path: str, params: dict | list):
+    return lambda c, url: c.get(url + path, params=params)
+
+
+def _stream(path: str, params: dict | list, events: int):
+    """GET an event stream and read ``events`` events (0: to its end), then close it."""
+    def go(c: httpx.Client, url: str):
+        with c.stream("GET", url + path, params=params) as r:
+            seen = 0
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    seen += 1
+                    if events and seen >= events:
+                        break
+            return r
+    return go
+
+
+def as_query(spec: dict) -> list[tuple[str, str]]:
+    return [(k, v) for k, vs in spec.items() for v in (vs if isinstance(vs, list) else [vs])]
+
+
+def request_kinds(tag: str, topics: list[str], models: list[str]) -> dict:
+    """Every kind of request a client can send, each at the largest size the limits allow, new to the
+    server's caches (``tag``): name -> function(client, url) -> response."""
+    crit = lambda k: criteria(f"{tag}-{k}")
+    small = lambda k: criteria(f"{tag}-{k}", 100)       # a URL's criteria: 16 KiB of request line and headers
+    reward_long = lambda n: {"criteria": crit("rl"), "items": [{"prompt": words(n, f"{tag}rlp"), "responses": [
+        words(n, f"{tag}rl{j}") for j in range(16)]}]}                                   # 120 pairs of long text
+    reward_many = lambda n: {"criteria": crit("rm"), "items": [{"prompt": words(n, f"{tag}rmp{i}"), "reference":
+        words(n, f"{tag}rmr{i}"), "responses": [words(n, f"{tag}rm{i}.{j}") for j in range(16)]} for i in range(16)]}
+    reward_pw = lambda n: {"criteria": crit("rp"), "pairwise": True, "items": [{"prompt": words(n, f"{tag}rpp{i}"),
+        "responses": [words(n, f"{tag}rp{i}.{j}") for j in range(16)]} for i in range(2)]}   # 240 pairs
+    openrlhf = lambda n: {"prompts": [words(200, f"{tag}op")] * 16,
+                          "query": [words(200, f"{tag}op") + words(n, f"{tag}oq{j}") for j in range(16)]}
+    kinds = {
+        "board: new criteria (20 x 300 chars, per-criterion)": _post("/api/leaderboard", crit("b")),
+        "board: 20 criteria of one-token characters": _post("/api/leaderboard", {
+            "likes": [f"{tag} {k} " + ("a." * 150)[:280] for k in range(10)],
+            "avoid": [f"{tag} {k} " + ("b," * 150)[:280] for k in range(10)]}),
+        "board: per_criterion false": _post("/api/leaderboard", {**crit("pc"), "per_criterion": False}),
+        "board: all topics": _post("/api/leaderboard", {**crit("t"), "topics": topics}),
+        "board: use case (500 chars)": _post("/api/leaderboard", {**crit("u"), "use_case": words(500, tag + "u")}),
+        "board: judge crm-factored": _post("/api/leaderboard", {**crit("j"), "judge": "crm-factored"}),
+        "board: another baseline": _post("/api/leaderboard", {**crit("bl"), "baseline": models[-1]}),
+        "board: GET": _get("/api/leaderboard", as_query(small("g"))),
+        "board stream (SSE)": _stream("/api/leaderboard/stream", as_query(small("s")), 0),
+        "refine stream (SSE), 3 events": _stream("/api/leaderboard/refine", as_query(small("r")), 3),
+        "compare (2 boards)": _post("/api/compare", {"a": crit("ca"), "b": crit("cb")}),
+        "reference agreement": _post("/api/reference", crit("ra"), {"name": "alpaca_eval_2"}),
+        "examples (20)": _get("/api/examples", [("model", models[0]), ("limit", "20"), *as_query(small("e"))]),
+        "export.csv refined": _get("/api/export.csv", [("refined", "true"), *as_query(small("x"))]),
+        "export.json": _get("/api/export.json", as_query(small("xj"))),
+        "reward: 1 prompt x 16 long responses (120 pairs)": _post("/api/reward", largest(reward_long)),
+        "reward: 16 x 16 vs reference (256 pairs)": _post("/api/reward", largest(reward_many)),
+        "reward: 2 x 16 pairwise (240 pairs)": _post("/api/reward", largest(reward_pw)),
+        "get_reward: 16 long queries (120 pairs)": lambda c, u: c.post(u + "/get_reward", json=largest(openrlhf),
+                                                                        params=as_query(criteria(tag + "o", 60))),
+        "check: 20 pairs": _get("/api/check/pairs", [("n", "20"), *as_query(small("cp"))]),
+    }
+    votes_spec = {"likes": crit("v")["likes"][:3], "avoid": crit("v")["avoid"][:2]}
+
+    def vote(c: httpx.Client, u: str):
+        pairs = c.get(u + "/api/check/pairs", params=[("n", "20"), *as_query(votes_spec)]).json()
+        ballot = [{"query_id": p["query_id"], "model": p["model"], "model_first": p["model_first"],
+                   "choice": "left" if k % 3 else "right"} for k, p in enumerate(pairs)]
+        return c.post(u + "/api/check/votes", json={"spec": votes_spec, "votes": (ballot * 3)[:50]})
+
+    kinds["check: 50 votes"] = vote
+    kinds["check: calibrate"] = _post("/api/check/calibrate", {"spec": votes_spec, "name": f"probe{tag}"})
+    kinds["board: calibration"] = _post("/api/leaderboard", {**votes_spec, "calibration": f"probe{tag}"})
+    kinds["check: export.jsonl"] = _get("/api/check/export.jsonl", [])
+    return kinds
+
+
+def memory(url: str, leave_after_s: float, settle_s: float, only: str, skip: str, probe: bool,
+           address: int = 20) -> list[dict]:
+    """Each kind of request twice: waited for to its answer (at most 120 s) and given up after
+    ``leave_after_s``; the server's peak RSS growth, its CPU seconds while the client waited and after it
+    left (until it idles, at most ``settle_s``), and, with ``probe``, the slowest board another client got
+    meanwhile (a new board a second)."""
+    proc, rows = server_process(url), []
+    with httpx.Client(timeout=60) as c:
+        topics = [t["id"] for t in c.get(url + "/api/topics").json()]
+        models = [r["model"] for r in c.post(url + "/api/leaderboard", json={"per_criterion": False}).json()
+                  ["leaderboard"]["rows"]]
+    tag = f"{time.time_ns() % 10**8:x}"
+    kinds = {mode: request_kinds(f"{tag}{mode[0]}", topics, models) for mode in ("waited", "left")}
+    probe_lat, stop = [], threading.Event()
+
+    def prober() -> None:
+        with client("127.0.0.2", 60) as c:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                status, took, _ = ask(c, url, {"likes": [f"memory probe {tag} {n}"], "per_criterion": False})
+                probe_lat.append((status, took))
+                stop.wait(max(0.0, 1.0 - took))
+
+    watcher = threading.Thread(target=prober, daemon=True)
+    if probe:
+        watcher.start()
+    for name in kinds["waited"]:
+        if only and not any(part in name for part in only.split(",")) or skip and any(
+                part in name for part in skip.split(",")):
+            continue
+        for mode in ("waited", "left"):
+            send = kinds[mode][name]
+            address += 1
+            time.sleep(0.5)
+            del probe_lat[:]
+            meter = Meter(proc)
+            t0 = time.perf_counter()
+            timeout = httpx.Timeout(120.0 if mode == "waited" else leave_after_s, connect=5.0)
+            try:
+                with client(f"127.0.3.{address % 250 + 1}", 120) as c:
+                    c.timeout = timeout
+                    r = send(c, url)
+                    status = str(r.status_code)
+                    detail = "" if r.status_code == 200 else (r.json().get("detail", "") if r.headers.get(
+                        "content-type", "").startswith("application/json") else "")
+            except httpx.HTTPError as e:
+                status, detail = type(e).__name__, ""
+            took = time.perf_counter() - t0
+            meter.left()
+            cpu_after, busy = meter.settle(settle_s)
+            row = {"kind": name, "mode": mode, "status": status, "s": round(took, 2),
+                   "cpu_s_while_client": round(meter.cpu_left - meter.cpu0, 1),
+                   "cpu_s_after_client_left": round(cpu_after, 1), "still_busy_after_s": settle_s if busy else None,
+                   **meter.done(), "detail": str(detail)[:160]}
+            if probe:
+                lat = [t for s, t in probe_lat if s == "200"]
+                row["other_board_max_s"] = round(max(lat), 2) if lat else None
+                row["other_board_statuses"] = dict(Counter(s for s, _ in probe_lat))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    stop.set()
+    if probe:
+        watcher.join()
+    return {"scenario": f"memory: {len(rows)} requests, one JSON line each above", "load_avg": os.getloadavg()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("scenario", choices=["flood", "abandon", "body", "refine", "reward", "readings", "votes", "all"])
+    ap.add_argument("scenario", choices=["flood", "abandon", "body", "refine", "reward", "readings", "votes", "all",
+                                             "memory"])
     ap.add_argument("--url", default="http://127.0.0.1:8738")
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--flood-from", choices=["one", "many"], default="one")
+    ap.add_argument("--leave-after", type=float, default=0.5, help="memory: when a client gives up, seconds")
+    ap.add_argument("--settle", type=float, default=40.0, help="memory: longest wait for the server to idle")
+    ap.add_argument("--only", default="", help="memory: only the kinds whose name holds one of these "
+                                               "(comma-separated)")
+    ap.add_argument("--skip", default="", help="memory: not the kinds whose name holds one of these")
+    ap.add_argument("--probe", action="store_true", help="memory: another client asks a new board a second "
+                                                         "(its CPU counts in the server's)")
     args = ap.parse_args()
     if urlparse(args.url).hostname not in ("127.0.0.1", "localhost"):
         raise SystemExit("this load script runs against a loopback server only")
     runs = {"flood": lambda: flood(args.url, args.clients, args.seconds, args.flood_from == "many"),
             "abandon": lambda: abandon(args.url), "body": lambda: body(args.url), "refine": lambda: refine(args.url),
-            "reward": lambda: reward(args.url), "readings": lambda: readings(args.url), "votes": lambda: votes(args.url)}
-    for name in (runs if args.scenario == "all" else [args.scenario]):
+            "reward": lambda: reward(args.url), "readings": lambda: readings(args.url), "votes": lambda: votes(args.url),
+            "memory": lambda: memory(args.url, args.leave_after, args.settle, args.only, args.skip, args.probe)}
+    for name in ([n for n in runs if n != "memory"] if args.scenario == "all" else [args.scenario]):
         print(json.dumps(runs[name]()), flush=True)
 
 
