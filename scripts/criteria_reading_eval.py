@@ -6,7 +6,8 @@
 
 Sets: the blind set (tests/data/criteria_reading_blind.json), the criteria library's held-out wordings
 (kind; length direction for the two length families), the blind length wordings files and the test file of
-length intent. "today" reads kind with criterion_kinds.json, direction with usl.fast.length_intent and
+length intent, and the held-out length wishes said through a negation or indirectly
+(configs/length_wordings/heldout_negated_indirect.json). "today" reads kind with criterion_kinds.json, direction with usl.fast.length_intent and
 sign with split_sign.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from usl.fast.criteria_reading import Labelled, blind_set, evaluate, library_held_out_set, wordings_set
 
 ROOT = Path(__file__).resolve().parents[1]
+NEGATED = ROOT / "configs/length_wordings/heldout_negated_indirect.json"  # length wishes negated or indirect
 LENGTH_BLIND = [ROOT / "configs/length_wordings" / f"probe_independent_{s}.json" for s in "ghij"]
 
 
@@ -59,7 +61,12 @@ def main() -> None:
     for f in LENGTH_BLIND:
         sets[f"length blind {f.stem}"] = wordings_set(f)
     sets["length_intent_heldout"] = wordings_set(ROOT / "tests/data/length_intent_heldout.json")
-    print(json.dumps({name: evaluate(read, items) for name, items in sets.items()}, indent=1))
+    sets["heldout_negated_indirect"] = wordings_set(NEGATED)
+    got = {name: evaluate(read, items) for name, items in sets.items()}
+    print(json.dumps(got, indent=1))
+    print("\nset: kind / length wishes the right way / no-length read as length")
+    for name, r in got.items():
+        print(f"{name}: {r.get('kind', '-')} / {r.get('length_direction', '-')} / {r.get('false_length_wish', '-')}")
 
 
 if __name__ == "__main__":

@@ -117,3 +117,24 @@ def test_the_page_notes_what_the_reader_reads_as_correctness():
     noted = [r for r in judge.criteria_reading(Criteria(tuple(items[:10]))) if "cannot verify" in r.note]
     kinds = [r.kind for r in CriteriaReader.load().read(items[:10])]
     assert len(noted) == kinds.count("correctness") >= 7
+
+
+# Length wishes said through a negation or indirectly ("Not too long", "I'm in a hurry", "I have all day",
+# "No need to be brief", "Spare me the details"), and 22 wishes of no length said alike ("Spare me the jokes",
+# "Not too formal"): written before any reader was trained on them (issue 46), never trained on.
+NEGATED_INDIRECT = ROOT / "configs" / "length_wordings" / "heldout_negated_indirect.json"
+
+
+def test_negated_and_indirect_length_wishes_are_held_out():
+    items = wordings_set(NEGATED_INDIRECT)
+    assert len(items) >= 60 and {x.direction for x in items} == {"shorter", "longer", "neither"}
+    cfg = CriteriaReaderConfig.from_yaml(RECIPE)
+    norm = lambda t: " ".join(t.lower().split()).strip(" .!")
+    assert not {norm(x.text) for x in training_set(cfg)[0]} & {norm(x.text) for x in items}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 46 open: the shipped reader reads 0.657 of them the right way "
+                                       "(docs/log.md, 2026-12-02, negated and indirect length wishes)")
+def test_shipped_reader_reads_negated_and_indirect_length_wishes_the_right_way():
+    got = evaluate(reading_of(CriteriaReader.load()), wordings_set(NEGATED_INDIRECT))
+    assert got["length_direction"] >= 0.95, got["length_wrong"]
