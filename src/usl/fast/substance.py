@@ -17,6 +17,10 @@ board queries it never saw. The judge puts substance first (:func:`substance_fir
 ``judges/fast.py``): an answer that says nothing loses to one that answers, and between answers that answer
 the criteria decide. Its three numbers are fitted on labelled pairs (:func:`fit_calibration`).
 
+Trained on preference pairs as well (``--pairs``, :func:`train`), the reader's head has a second output, a
+Bradley-Terry score ``r`` of the answer's quality: the default judge's quality reading of a pair is
+``r(A) - r(B)`` (``usl.judges.substance``), so one pass an answer serves both terms.
+
 Readings are stored per (query, answer) (:class:`SubstanceBank`): the default board's ship beside the
 weights, a new answer is read once and kept in the data directory.
 """
