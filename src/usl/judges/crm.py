@@ -10,6 +10,7 @@ orders. ``version`` hashes crm.json and the weight files.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from usl.judges.base import JudgeRequest, Verdict
@@ -29,6 +30,10 @@ class CRMJudge:
     cacheable: bool = True
     _scorer: Any = field(default=None, repr=False)
     _version: str = field(default="", repr=False)
+
+    @property
+    def readings_dir(self) -> Path:
+        return model_dir_of(self.path)
 
     @property
     def version(self) -> str:

@@ -31,11 +31,8 @@ from usl.fast.scorer import ADAPTER_DIR, AnswerRepr, CriteriaRepr, FastScorer, c
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.fast.static_embed import StaticEmbedder
 from usl.fast.substance import FOLDER as SUBSTANCE_FOLDER, SubstanceBank, substance_first
-from usl.crm.inference import model_dir_of
-from usl.judges.base import DecisionTerms, JudgeRequest, Verdict, verdicts_by_matrix
-from usl.judges.crm import CRMJudge
+from usl.judges.base import DecisionTerms, JudgeRequest, ReadsLocally, Verdict, verdicts_by_matrix
 from usl.judges.quality import pair_reader
-from usl.judges.substance import SubstanceQuality
 from usl.judges.registry import load_judge, register
 from usl.quality.gate import QualityGate
 from usl.quality.reader import PairReader, QualityReading
@@ -76,10 +73,8 @@ def quality_reading(weights: Path, home: str | None, reader: str = "") -> Qualit
     # a CRM or the substance reader reads on this machine, and banks of its readings may ship beside its
     # weights; cheap to load here, as either loads its model on the first answer it reads
     judge = load_judge(gate.reader, home=home)
-    folder = (judge.bank.folder if isinstance(judge, SubstanceQuality)
-              else model_dir_of(judge.path) if isinstance(judge, CRMJudge) else None)
-    local = folder is not None
-    shipped_banks = sorted(folder.glob("bank-*.npz")) if local else []
+    local = isinstance(judge, ReadsLocally)
+    shipped_banks = sorted(judge.readings_dir.glob("bank-*.npz")) if local else []
     return QualityReading(gate, home, functools.partial(_load_reader, gate.reader, home), local=local,
                           shipped=shipped_banks)
 

@@ -38,6 +38,10 @@ class SubstanceQuality:
         self.version = self.bank.digest
 
     @property
+    def readings_dir(self) -> Path:
+        return self.bank.folder
+
+    @property
     def identity(self) -> str:
         return f"{self.name}@{self.version}"
 
