@@ -10,34 +10,37 @@
 # artifacts/fast-crm/substance) and, with the quality pairs, pred/<file>.jsonl: its quality head's predictions
 # on each eval file (`usl eval --predictions`, what `usl quality fit-gate` takes).
 #   INIT=DIR: train on from that reader (the shipped one: src/usl/weights/fast-crm/substance)
+#   EVAL="general human": only these eval files; W=DIR: scratch folder (default /tmp/sub), so two runs can share one box; NEGATIVES: non-answers an answer
 set -euo pipefail
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 \
        USL_HOME=${USL_HOME:-/tmp/usl_home}
 C=${CARRY:-.carry/s3}; OUT=${OUT:-artifacts/gpu_out}; BASE=${BASE:-/tmp/smol.gguf}
-mkdir -p "$OUT/pred" /tmp/al/outputs /tmp/sq/eval; cp "$C/alpaca/split.json" /tmp/al/
+W=${W:-/tmp/sub}
+mkdir -p "$OUT/pred" "$W/al/outputs" "$W/sq/eval"; cp "$C/alpaca/split.json" "$W/al/"
 LOG="$OUT/log.txt"
-for f in "$C"/alpaca/outputs/*.json.xz; do xz -dc "$f" | gzip -1 > "/tmp/al/outputs/$(basename "$f" .xz).gz"; done
+for f in "$C"/alpaca/outputs/*.json.xz; do xz -dc "$f" | gzip -1 > "$W/al/outputs/$(basename "$f" .xz).gz"; done
 PAIRS=()
 if [ -f "$C/quality_train.jsonl.xz" ]; then
-  xz -dc "$C/quality_train.jsonl.xz" > /tmp/sq/train.jsonl; xz -dc "$C/quality_dev.jsonl.xz" > /tmp/sq/dev.jsonl
-  PAIRS=(--pairs /tmp/sq/train.jsonl --dev-pairs /tmp/sq/dev.jsonl)
+  xz -dc "$C/quality_train.jsonl.xz" > "$W/sq/train.jsonl"; xz -dc "$C/quality_dev.jsonl.xz" > "$W/sq/dev.jsonl"
+  PAIRS=(--pairs "$W/sq/train.jsonl" --dev-pairs "$W/sq/dev.jsonl")
 fi
 INIT_ARGS=(); [ -n "${INIT:-}" ] && INIT_ARGS=(--init "$INIT")
-python3 -m usl.fast train-substance --alpaca /tmp/al --base "$BASE" --out /tmp/substance \
-    --epochs "${EPOCHS:-1}" --negatives 3 --batch "${BATCH:-64}" --lr "${LR:-3e-4}" --max-minutes "${MAX_MINUTES:-0}" \
+python3 -m usl.fast train-substance --alpaca "$W/al" --base "$BASE" --out "$W/substance" \
+    --epochs "${EPOCHS:-1}" --negatives "${NEGATIVES:-3}" --batch "${BATCH:-64}" --lr "${LR:-3e-4}" --max-minutes "${MAX_MINUTES:-0}" \
     --test-items "${TEST_ITEMS:-0}" "${INIT_ARGS[@]}" "${PAIRS[@]}" 2>&1 | grep --line-buffered -v "Loading weights\|Writing model\|Warning\|warn" >> "$LOG"
-python3 - <<'PY'
+python3 - "$W/substance/adapter_model.safetensors" <<'PY'
+import sys
 from safetensors.torch import load_file, save_file
-p = "/tmp/substance/adapter_model.safetensors"
+p = sys.argv[1]
 save_file({k: v.half() for k, v in load_file(p).items()}, p)   # as shipped: 9.8 MB
 PY
-tar -czf "$OUT/substance.tar.gz" -C /tmp substance
+tar -czf "$OUT/substance.tar.gz" -C "$W" substance
 echo "reader saved $(date -u +%T)" >> "$LOG"
-for f in "$C"/eval/*.jsonl.xz; do
+for n in ${EVAL:-$(cd "$C/eval" && ls | sed 's/.jsonl.xz$//')}; do
   [ ${#PAIRS[@]} -gt 0 ] || break
-  n=$(basename "$f" .jsonl.xz); xz -dc "$f" > "/tmp/sq/eval/$n.jsonl"
-  python3 -m usl.evaluation eval --judge substance:/tmp/substance --data "/tmp/sq/eval/$n.jsonl" --json \
-      --batch-size 512 --out "$OUT/pred/$n.json" --predictions "/tmp/sq/$n.jsonl" > /dev/null 2>> /tmp/sq/eval.log
-  gzip -c "/tmp/sq/$n.jsonl" > "$OUT/pred/$n.jsonl.gz"
+  xz -dc "$C/eval/$n.jsonl.xz" > "$W/sq/eval/$n.jsonl"
+  python3 -m usl.evaluation eval --judge "substance:$W/substance" --data "$W/sq/eval/$n.jsonl" --json \
+      --batch-size 512 --out "$OUT/pred/$n.json" --predictions "$W/sq/$n.jsonl" > /dev/null 2>> "$W/sq/eval.log"
+  gzip -c "$W/sq/$n.jsonl" > "$OUT/pred/$n.jsonl.gz"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], {k: round(v['accuracy'] or 0, 4) for k, v in d['by_file'].items()})" "$OUT/pred/$n.json" "$n" >> "$LOG"
 done
