@@ -217,6 +217,16 @@ def fill_cmd(
             reading.readings(queries, answers, baselines, progress=lambda done, total: bar.update(done - bar.n))
 
 
+def llm_reader(reading):
+    """The LLM judge that ``reading`` asks for its quality readings, or None for a local reader."""
+    from usl.judges.llm_api import LLMJudge
+    from usl.judges.quality import VerdictReader
+
+    reader = reading.reader
+    judge = reader.judge if isinstance(reader, VerdictReader) else reader
+    return judge if isinstance(judge, LLMJudge) else None
+
+
 def llm_spend(reading, queries, answers, baselines) -> str:
     """What reading the missing pairs sends an LLM reader, and where: "16 requests, ~1.2k prompt tokens
     (chars/4 estimate), <= 16 completion tokens to http://host/v1"; '' for a reader that is no LLM."""
@@ -224,15 +234,12 @@ def llm_spend(reading, queries, answers, baselines) -> str:
 
     from usl.data.pairs.general import QUALITY_CRITERIA
     from usl.judges.base import JudgeRequest
-    from usl.judges.llm_api import LLMJudge
     from usl.judges.llm_cost import estimate_cost
-    from usl.judges.quality import VerdictReader
     from usl.judges.redact import public_url
     from usl.types import Criteria
 
-    reader = reading.reader
-    judge = reader.judge if isinstance(reader, VerdictReader) else reader
-    if not isinstance(judge, LLMJudge):
+    judge = llm_reader(reading)
+    if judge is None:
         return ""
     config = judge.config
 

@@ -276,13 +276,13 @@ def _confirm_llm_readings(svc, spec, yes: bool) -> None:
     ranking (the default board: 20,752): say what that sends, and ask (``usl quality fill`` reads
     them with progress and resume)."""
     from usl.cli.common import confirm_spend
-    from usl.cli.quality import llm_spend
+    from usl.cli.quality import llm_reader, llm_spend
 
     reading = getattr(svc.judge(spec.judge), "quality", None)
-    if reading is None:
+    if reading is None or llm_reader(reading) is None:   # a local reader: nothing to count (0.4 s saved)
         return
     pairs = svc.pair_texts(spec)
-    spend = llm_spend(reading, *pairs)  # '' for a reader that is no LLM: then nothing is counted (0.4 s)
+    spend = llm_spend(reading, *pairs)
     n = reading.missing(*pairs) if spend else 0
     if n:
         typer.echo(f"the board lacks {n:,} quality readings of {reading.gate.reader_identity}: {spend}", err=True)

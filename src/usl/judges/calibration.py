@@ -42,7 +42,6 @@ from dataclasses import dataclass, field, fields
 from typing import Sequence
 
 import numpy as np
-from scipy.optimize import minimize
 
 from usl.fast.features import FEATURES, style_features
 from usl.judges.base import Decomposable, Judge, JudgeRequest, MatrixJudge, ReadsCriteria, Verdict, verdicts_by_matrix
@@ -191,6 +190,8 @@ def fit(terms: Terms, y: np.ndarray, scale: np.ndarray, strength: float) -> np.n
 
     if not len(yy):
         return w0.copy()
+    from scipy.optimize import minimize   # here, not at import: 0.5 s that a board without a fit never needs
+
     return minimize(loss, w0, jac=True, method="L-BFGS-B").x
 
 
