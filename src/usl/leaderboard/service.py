@@ -45,7 +45,7 @@ import numpy as np
 
 import usl
 from usl import paths
-from usl.data.embed import shared_embedder
+from usl.data import minilm_onnx
 from usl.fast.length_intent import length_wish
 from usl.judges import calibration as cal
 from usl.judges.base import HasQualityTerm, Judge, Prepares, ReadsCriteria, ReadsPairsAhead, cacheable
@@ -96,7 +96,6 @@ class LeaderboardService:
         self.scores = BoardScores(self.cache, job_config, memo_size)
         self._answers: dict[str, Answers] = {}
         self._judges: dict[str, Judge] = {}
-        self._embedder = None
         # The server calls one instance from several threads: guard the shared dictionaries (the
         # store gives each thread its own connection; scoring itself runs outside the lock).
         self._lock = threading.RLock()
@@ -430,12 +429,10 @@ class LeaderboardService:
         return out
 
     def contradictions(self, criteria: Criteria, embeddings: bool = True) -> list[str]:
-        embedder = None
-        if embeddings and criteria.likes and criteria.avoid:
-            with self._lock:
-                if self._embedder is None:
-                    self._embedder = shared_embedder(paths.cache_dir(self.home, "embeddings"))
-                embedder = self._embedder
+        """Warnings for criteria that pull against each other; with ``embeddings``, a like and a dislike
+        that mean the same are found by the packaged MiniLM's sentence vectors on ONNX Runtime (the
+        process's one encoder, which the judge's criteria reading loads too: no torch on a request)."""
+        embedder = minilm_onnx.frozen(paths.cache_dir(self.home)) if embeddings and criteria.likes and criteria.avoid else None
         return find_contradictions(criteria, embedder)
 
     # ---- internals --------------------------------------------------------------------------
