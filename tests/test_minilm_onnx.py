@@ -137,3 +137,5 @@ def test_a_new_criteria_board_on_a_warm_home_imports_no_torch(tmp_path):
     *board, heavy = run("--criteria", "Answers a pirate would give", "--avoid", "Jargon")
     assert len(json.loads("\n".join(board))["rows"]) == 3
     assert heavy == "[]"
+    *_, heavy = run("--use-case", "Recipes for a family dinner", "--criteria", "Short steps", "--avoid", "Brief steps")
+    assert heavy == "[]"           # a use case never described before, and a like and a dislike compared

