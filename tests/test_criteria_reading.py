@@ -61,37 +61,6 @@ def test_recipe_refuses_an_unknown_field(tmp_path):
         CriteriaReaderConfig.from_yaml(recipe)
     recipe.write_text("epochs: 3\n")
     assert CriteriaReaderConfig.from_yaml(recipe, ["epochs=7", "layers=[-2]"]).epochs == 7
-    with pytest.raises(ValueError, match="one head"):
-        CriteriaReaderConfig.from_yaml(recipe, ["lora_r=8", "heads=3"])
-
-
-def test_a_tuned_reader_reads_through_onnx_as_it_was_trained(tmp_path):
-    """A tuned reader, saved, reads through MiniLM with its adapter merged and exported to ONNX: the same
-    probabilities as the torch model it was trained as (an untrained adapter, its B matrices made nonzero)."""
-    import numpy as np
-    import torch
-
-    from usl.data.minilm_onnx import frozen
-    from usl.fast.criteria_encoder import CriteriaEncoder
-    from usl.fast.criteria_reading import _net, _TorchMiniLM
-    from usl.fast.numpy_nn import state_of
-
-    torch.manual_seed(0)
-    cfg = CriteriaReaderConfig(lora_r=2, heads=1)
-    model = CriteriaEncoder(lora_r=2, trainable=True).model.eval()
-    for name, p in model.named_parameters():
-        if "lora_B" in name:
-            torch.nn.init.normal_(p, std=0.05)
-    reader = CriteriaReader(cfg, [state_of(_net(cfg).eval())])
-    reader._encoder, reader.tuned = _TorchMiniLM(model, frozen().tokens), model
-    texts = ["Not too long", "I'm in a hurry", "More detail, please.", "Uses examples"]
-    k, d = reader.probabilities(texts)
-    reader.save(tmp_path / "w")
-    loaded = CriteriaReader.load(tmp_path / "w", cache=tmp_path / "cache")
-    k2, d2 = loaded.probabilities(texts)
-    assert loaded.adapter is not None and list((tmp_path / "cache" / "onnx").glob("*.onnx"))
-    np.testing.assert_allclose(k2, k, atol=1e-4)
-    np.testing.assert_allclose(d2, d, atol=1e-4)
 
 
 def test_evaluate_counts_what_a_reading_gets_right():

@@ -116,19 +116,14 @@ def load(cache: str | Path, key: str | None = None, build: Callable[[], object] 
         return MiniLM(exported(cache, key, build))
 
 
-def shared(cache: str | Path | None, key: str, build: Callable[[], object] = _frozen_model) -> "MiniLM":
-    """The process's one encoder of weights ``key``, loaded from ``cache`` (default: the data directory's
-    cache) on first use and exported there if that cache lacks it; later calls share it (its session and
-    its memo of states) whatever their cache."""
+def frozen(cache: str | Path | None = None) -> "MiniLM":
+    """The process's one packaged MiniLM, loaded from ``cache`` (default: the data directory's cache) on
+    first use and exported there if that cache lacks it; later calls share it whatever their cache."""
+    key = weights_key(encoder_path())
     with _LOCK:
         if key not in _SHARED:
-            _SHARED[key] = load(cache if cache is not None else paths.cache_dir(), key, build)
+            _SHARED[key] = load(cache if cache is not None else paths.cache_dir(), key)
         return _SHARED[key]
-
-
-def frozen(cache: str | Path | None = None) -> "MiniLM":
-    """The process's one packaged MiniLM (``shared``)."""
-    return shared(cache, weights_key(encoder_path()))
 
 
 class MiniLM:

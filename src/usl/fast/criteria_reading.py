@@ -18,15 +18,11 @@ on the blind length wordings it is below the length reader the fast CRM was trai
 It gives no sign (whether a wording asks against what it names): no training data labels it, and the
 fast CRM's weights were trained with ``split_sign``'s sign, which the judge keeps reading.
 
-Model: all-MiniLM-L6-v2's token states (the last and the third-to-last layer) go through a trained
-projection and attention pooling into two small heads. Two recipes: heads on frozen MiniLM (``lora_r: 0``,
-``heads`` copies with different seeds averaged; in the judge it reads through the criteria tower's MiniLM,
-``share_encoder``), or one head trained with a LoRA adapter on MiniLM (``lora_r > 0``, the shipped recipe:
-frozen states read "Not too long" and even "More detail, please." the wrong way; docs/log.md, 2026-12-02).
-A tuned reader's MiniLM, its adapter merged, is exported once to ONNX into the data directory's cache, as
-the criteria tower's is, and costs one more MiniLM pass a new criterion. Everything trained is under 2 MB.
-Reading runs the heads in numpy over MiniLM's states from ONNX Runtime (``numpy_nn``,
-``usl.data.minilm_onnx``); only training (and the one export) uses torch.
+Model: frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go through a trained
+projection and attention pooling into two small heads; ``heads`` copies with different seeds are
+averaged. In the judge it reads through the criteria tower's MiniLM (``share_encoder``): no second copy
+is loaded. Everything trained is under 2 MB. Reading runs the nets in numpy over MiniLM's states from ONNX
+Runtime (``numpy_nn``, ``usl.data.minilm_onnx``); only training uses torch.
 
 Training data (``configs/criteria_reader.yaml``): the criteria library's training wordings (kind from
 their family; length direction for the two length families, "neither" for the rest) and the wordings
@@ -35,8 +31,7 @@ fact correctness, safety: kinds the library has few wordings of). The library's 
 are the dev set; the recipe's test files and the blind set (``tests/data/criteria_reading_blind.json``)
 never enter training.
 
-Files (``weights/fast-crm/criteria_reader/``): ``config.json``, ``heads.safetensors``, ``training.json``, and
-``adapter/`` (peft's files) for a tuned reader.
+Files (``weights/fast-crm/criteria_reader/``): ``config.json``, ``heads.safetensors``, ``training.json``.
 """
 
 from __future__ import annotations
@@ -52,8 +47,7 @@ from typing import Literal
 import numpy as np
 
 from usl.data.criteria import KINDS, load_library
-from usl.data.embed import encoder_path
-from usl.data.minilm_onnx import MiniLM, frozen, shared, weights_key
+from usl.data.minilm_onnx import MiniLM, frozen
 from usl.fast.numpy_nn import attention_pool, gelu, linear, load_state, softmax, state_of
 from usl.data.io import read_json
 from usl.weights import shipped
@@ -61,7 +55,6 @@ from usl.weights import shipped
 log = logging.getLogger(__name__)
 
 READER_DIR = "criteria_reader"
-ADAPTER = "adapter"  # a tuned reader's LoRA adapter on MiniLM (peft's files), under READER_DIR
 DIRECTIONS = ("neither", "shorter", "longer")
 Side = Literal["shorter", "longer"]
 # the blind set's finer kinds, and the library kind each belongs to
@@ -90,9 +83,6 @@ class CriteriaReaderConfig:
     dropout: float = field(default=0.1, metadata={"help": "Dropout on the pooled vector."})
     label_smoothing: float = field(default=0.05, metadata={"help": "Label smoothing of every head's loss."})
     seed: int = field(default=0, metadata={"help": "Seed of the heads' initialisation and batches."})
-    lora_r: int = field(default=0, metadata={"help": "Rank of a LoRA adapter on MiniLM, trained with the heads "
-                                                      "(0: MiniLM frozen, its states computed once)."})
-    encoder_lr: float = field(default=5e-4, metadata={"help": "Peak learning rate of the adapter (one cycle)."})
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: Sequence[str] = ()) -> CriteriaReaderConfig:
@@ -111,11 +101,6 @@ class CriteriaReaderConfig:
             if key in raw:
                 raw[key] = tuple(raw[key])
         return cls(**raw)
-
-    def __post_init__(self):
-        if self.lora_r and self.heads != 1:
-            raise ValueError(f"heads={self.heads} with lora_r={self.lora_r}: a tuned encoder reads with one head "
-                             "(each head would need its own MiniLM pass)")
 
 
 @dataclass(frozen=True)
@@ -174,14 +159,10 @@ def _net(cfg: CriteriaReaderConfig, width: int = 384):
 class CriteriaReader:
     """``read(texts) -> list[Reading]``; ``probabilities(texts)`` gives the two heads' arrays."""
 
-    def __init__(self, cfg: CriteriaReaderConfig, nets: list, trained: dict | None = None,
-                 adapter: Path | None = None, cache: str | Path | None = None):
+    def __init__(self, cfg: CriteriaReaderConfig, nets: list, trained: dict | None = None):
         self.cfg = cfg
         self.nets = nets
         self.trained = trained or {}
-        self.adapter = adapter  # the saved LoRA adapter of a tuned reader (``cfg.lora_r``), else None
-        self.cache = cache      # where its encoder is exported to ONNX (default: the data directory's cache)
-        self.tuned = None       # a tuned reader's torch model, between training and saving
         self._encoder = None
         self._memo: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -189,14 +170,12 @@ class CriteriaReader:
     def share_encoder(self, encoder: MiniLM) -> None:
         """Read through the criteria tower's MiniLM (one without an adapter: the same frozen weights)
         instead of loading a second copy. The reader reads criteria whole, as users write them, and the
-        criteria tower what ``split_sign`` leaves of them, so each makes its own (short) pass. A tuned reader
-        reads through its own encoder (one more pass a new criterion) and ignores this."""
-        if self.cfg.lora_r == 0:
-            self._encoder = encoder
+        criteria tower what ``split_sign`` leaves of them, so each makes its own (short) pass."""
+        self._encoder = encoder
 
     def _minilm(self) -> MiniLM:
         if self._encoder is None:
-            self._encoder = frozen(self.cache) if self.adapter is None else _tuned_minilm(self.adapter, self.cache)
+            self._encoder = frozen()
         return self._encoder
 
     def states(self, texts: Sequence[str], batch: int = 128, pad_to_max: bool = False):
@@ -256,9 +235,6 @@ class CriteriaReader:
 
         d = Path(folder) / READER_DIR
         d.mkdir(parents=True, exist_ok=True)
-        if self.tuned is not None:
-            self.tuned.save_pretrained(str(d / ADAPTER))
-            self.adapter, self._encoder, self.tuned = d / ADAPTER, None, None
         state = {f"{i}.{k}": np.ascontiguousarray(v, dtype=np.float16) for i, net in enumerate(self.nets)
                  for k, v in net.items()}
         save_file(state, d / "heads.safetensors")
@@ -268,9 +244,9 @@ class CriteriaReader:
         return d
 
     @classmethod
-    def load(cls, folder: str | Path | None = None, cache: str | Path | None = None) -> CriteriaReader:
+    def load(cls, folder: str | Path | None = None) -> CriteriaReader:
         """The reader saved under ``folder`` (``folder/criteria_reader/``, or ``folder`` itself); the shipped
-        one when None. A tuned reader's encoder is exported to ONNX under ``cache`` on first use."""
+        one when None."""
         if folder is None:
             folder = shipped("fast-crm")
         d = Path(folder)
@@ -291,25 +267,10 @@ class CriteriaReader:
                               "direction": (len(DIRECTIONS), 128)}:
                     raise ValueError(f"net {i}'s layers are {shapes}, not those of its config")
             trained = json.loads((d / "training.json").read_text()) if (d / "training.json").exists() else {}
-            if cfg.lora_r and not (d / ADAPTER / "adapter_config.json").exists():
-                raise ValueError(f"lora_r={cfg.lora_r} but no adapter in {d / ADAPTER}")
         except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
             raise ValueError(f"{d}: not a criteria reader usl can read ({type(e).__name__}: {e}); rebuild it with "
                              "`usl train-criteria --config configs/criteria_reader.yaml`") from e
-        return cls(cfg, nets, trained, d / ADAPTER if cfg.lora_r else None, cache)
-
-
-def _tuned_minilm(adapter: Path, cache: str | Path | None) -> MiniLM:
-    """MiniLM with a tuned reader's adapter merged, exported to ONNX into the cache once (keyed by the
-    adapter's files: only that export imports torch), as the criteria tower's is; one a process, so that the
-    judge and length intent read a criterion with one pass."""
-
-    def build():
-        from usl.fast.criteria_encoder import CriteriaEncoder
-
-        return CriteriaEncoder(adapter).model
-
-    return shared(cache, weights_key(encoder_path(), adapter), build)
+        return cls(cfg, nets, trained)
 
 
 # -- labelled wordings ----------------------------------------------------------------------------
@@ -394,141 +355,46 @@ def training_set(cfg: CriteriaReaderConfig) -> tuple[list[Labelled], dict]:
 
 # -- training -------------------------------------------------------------------------------------
 
-class _TorchMiniLM:
-    """MiniLM in training (torch, its adapter not merged) behind ``MiniLM``'s ``tokens`` and ``states``, so
-    that the trainer picks its epoch and records its figures with the reading code the shipped reader runs."""
-
-    def __init__(self, model, tokens):
-        self.model, self.tokens = model, tokens
-
-    def states(self, texts, max_length=None, pad_to=None):
-        import torch
-
-        ids, mask = self.tokens(texts, max_length, pad_to)
-        with torch.no_grad():
-            out = self.model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                             output_hidden_states=True).hidden_states
-        return [h.float().numpy() for h in out], mask
-
-
-def _losses(cfg: CriteriaReaderConfig, examples: Sequence[Labelled]):
-    """``loss(kind logits, direction logits, batch indices)``: cross-entropy of the direction, plus that of
-    the kind where the batch has kinded wordings, every kind weighing alike (the many style wordings must
-    not drown the few correctness ones)."""
+def fit(cfg: CriteriaReaderConfig) -> CriteriaReader:
+    """Train the heads on ``training_set(cfg)``; record the dev and test figures in ``reader.trained``."""
     import torch
     from torch import nn
 
-    kind_y = torch.tensor([KINDS.index(x.kind) if x.kind else -100 for x in examples])
-    dir_y = torch.tensor([DIRECTIONS.index(x.direction) if x.direction else -100 for x in examples])
-    counts = torch.bincount(kind_y[kind_y >= 0], minlength=len(KINDS)).clamp(min=1).float()
-    kind_w = counts.sum() / (len(KINDS) * counts)
-    ce = lambda z, y, w=None: nn.functional.cross_entropy(z, y, weight=w, ignore_index=-100,
-                                                          label_smoothing=cfg.label_smoothing)
-
-    def loss(zk, zd, b):
-        out = ce(zd, dir_y[b])
-        if (kind_y[b] >= 0).any():
-            out = out + ce(zk, kind_y[b], kind_w)
-        return out
-
-    return loss, {"kind": int((kind_y >= 0).sum()), "direction": int((dir_y >= 0).sum())}
-
-
-def _fit_frozen(cfg: CriteriaReaderConfig, examples: Sequence[Labelled], loss) -> CriteriaReader:
-    """``cfg.heads`` heads on MiniLM's frozen states, computed once."""
-    import torch
-
+    t0 = time.time()
+    examples, dropped = training_set(cfg)
     reader = CriteriaReader(cfg, [])
     h, m = reader.states([x.text for x in examples], pad_to_max=True)
     h, m = torch.from_numpy(h).to(torch.bfloat16), torch.from_numpy(m)  # half the memory
+    kind_y = torch.tensor([KINDS.index(x.kind) if x.kind else -100 for x in examples])
+    dir_y = torch.tensor([DIRECTIONS.index(x.direction) if x.direction else -100 for x in examples])
+    # every kind weighs alike: the many style wordings must not drown the few correctness ones
+    counts = torch.bincount(kind_y[kind_y >= 0], minlength=len(KINDS)).clamp(min=1).float()
+    kind_w = counts.sum() / (len(KINDS) * counts)
     for k in range(cfg.heads):
         torch.manual_seed(cfg.seed * 100 + k)
         g = torch.Generator().manual_seed(cfg.seed * 100 + k)
         net = _net(cfg)
         opt = torch.optim.AdamW(net.parameters(), cfg.lr, weight_decay=0.01)
+        ce = lambda z, y, w=None: nn.functional.cross_entropy(z, y, weight=w, ignore_index=-100,
+                                                              label_smoothing=cfg.label_smoothing)
         for _ in range(cfg.epochs):
             net.train()
             perm = torch.randperm(len(examples), generator=g)
             for i in range(0, len(perm), cfg.batch):
                 b = perm[i:i + cfg.batch]
+                zk, zd = net(h[b].float(), m[b])
+                loss = ce(zd, dir_y[b])
+                if (kind_y[b] >= 0).any():  # a batch of unkinded wordings only has no kind loss
+                    loss = loss + ce(zk, kind_y[b], kind_w)
                 opt.zero_grad()
-                loss(*net(h[b].float(), m[b]), b).backward()
+                loss.backward()
                 opt.step()
         reader.nets.append(state_of(net.eval()))
         log.info("criteria reader: head %d of %d trained", k + 1, cfg.heads)
-    return reader
-
-
-def _dev_score(r: dict) -> float:
-    """What picks the epoch of a tuned reader on the dev set: kinds right plus length wishes read the right
-    way, less wordings of no length read as one."""
-    return r["kind"] + r["length_direction"] - r.get("false_length_wish", 0.0)
-
-
-def _fit_tuned(cfg: CriteriaReaderConfig, examples: Sequence[Labelled], loss) -> CriteriaReader:
-    """One head and a LoRA adapter of rank ``cfg.lora_r`` on MiniLM, trained together (one-cycle schedule,
-    the heads at ``lr``, the adapter at ``encoder_lr``); the epoch kept is the one that reads the library's
-    held-out wordings best (``_dev_score``), never a test set.
-
-    Why tune MiniLM: its frozen token states do not separate the two length directions well ("More detail,
-    please." read as a wish for shorter answers, "Not too long" as one for longer): docs/log.md, 2026-12-02."""
-    import torch
-
-    from usl.fast.criteria_encoder import CriteriaEncoder
-
-    torch.manual_seed(cfg.seed)
-    g = torch.Generator().manual_seed(cfg.seed)
-    model = CriteriaEncoder(lora_r=cfg.lora_r, trainable=True).model
-    net = _net(cfg)
-    tuned = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW([{"params": net.parameters(), "lr": cfg.lr}, {"params": tuned, "lr": cfg.encoder_lr}],
-                            weight_decay=0.01)
-    steps = cfg.epochs * -(-len(examples) // cfg.batch)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, [cfg.lr, cfg.encoder_lr], total_steps=steps, pct_start=0.1)
-    encoder = _TorchMiniLM(model, frozen().tokens)
-    reader = CriteriaReader(cfg, [])
-    reader._encoder = encoder
-    dev, texts = library_held_out_set(cfg.library_seed), [x.text for x in examples]
-    best, history = None, []
-    for epoch in range(1, cfg.epochs + 1):
-        model.train()
-        net.train()
-        perm = torch.randperm(len(examples), generator=g)
-        for i in range(0, len(perm), cfg.batch):
-            b = perm[i:i + cfg.batch]
-            ids, mask = (torch.from_numpy(x) for x in encoder.tokens([texts[j] for j in b], cfg.max_len))
-            hidden = model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
-            opt.zero_grad()
-            loss(*net(torch.cat([hidden[k] for k in cfg.layers], -1), mask), b).backward()
-            opt.step()
-            sched.step()
-        model.eval()
-        net.eval()
-        reader.nets, reader._memo = [state_of(net)], {}
-        r = evaluate(reading_of(reader), dev)
-        history.append({"epoch": epoch, "dev_kind": r["kind"], "dev_length_direction": r["length_direction"],
-                        "dev_false_length_wish": r.get("false_length_wish")})
-        log.info("criteria reader: epoch %d of %d, dev %s", epoch, cfg.epochs, history[-1])
-        if best is None or _dev_score(r) > best[0]:
-            adapter = {k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k}
-            best = (_dev_score(r), epoch, reader.nets, adapter)
-    _, epoch, reader.nets, adapter = best
-    model.load_state_dict(adapter, strict=False)
-    reader._memo, reader.tuned = {}, model
-    reader.trained = {"epoch_kept": epoch, "epochs": history}
-    return reader
-
-
-def fit(cfg: CriteriaReaderConfig) -> CriteriaReader:
-    """Train the reader on ``training_set(cfg)``: heads on frozen MiniLM, or with an adapter on it
-    (``cfg.lora_r``); record the dev and test figures in ``reader.trained``."""
-    t0 = time.time()
-    examples, dropped = training_set(cfg)
-    loss, labels = _losses(cfg, examples)
-    reader = (_fit_tuned if cfg.lora_r else _fit_frozen)(cfg, examples, loss)
     read = reading_of(reader)
     reader.trained = {
-        "examples": len(examples), "dropped": dropped, "labels": labels, **reader.trained,
+        "examples": len(examples), "dropped": dropped,
+        "labels": {"kind": int((kind_y >= 0).sum()), "direction": int((dir_y >= 0).sum())},
         "dev_library_held_out": evaluate(read, library_held_out_set(cfg.library_seed)),
         "test": {Path(f).stem: evaluate(read, wordings_set(f)) for f in cfg.test},
         "seconds": round(time.time() - t0, 1)}

@@ -101,7 +101,7 @@ class FastJudge:
         for reader in self.model.readers if not adapter.exists() else ():  # the same frozen MiniLM: one copy
             reader.share_encoder(self.encoder)
         # the criteria reader (criteria_reading.py): each criterion's kind, as the page shows it
-        self.reader = CriteriaReader.load(self.weights, cache) if (self.weights / READER_DIR).is_dir() else None
+        self.reader = CriteriaReader.load(self.weights) if (self.weights / READER_DIR).is_dir() else None
         if self.reader is not None and not adapter.exists():
             self.reader.share_encoder(self.encoder)
         self._answer_repr: AnswerRepr | None = None
