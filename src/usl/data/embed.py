@@ -85,7 +85,7 @@ class Embedder:
         """The model's vectors of ``texts``, never from a cache: the packaged MiniLM on ONNX Runtime (the
         process's one, ``usl.data.minilm_onnx.frozen``; no torch), its last layer mean-pooled over each
         text's first ``max_seq_length`` word pieces and L2-normalised, as sentence-transformers pools it
-        (``tests/test_minilm_onnx.py``). In batches of ``batch_size``: every layer's states are kept a pass."""
+        (``tests/test_embed_cache.py``). In batches of ``batch_size``: every layer's states are kept a pass."""
         from usl.data import minilm_onnx
 
         model = minilm_onnx.frozen(self.cache_dir.parent if self.cache_dir else None)

@@ -432,7 +432,9 @@ class LeaderboardService:
         """Warnings for criteria that pull against each other; with ``embeddings``, a like and a dislike
         that mean the same are found by the packaged MiniLM's sentence vectors on ONNX Runtime (the
         process's one encoder, which the judge's criteria reading loads too: no torch on a request)."""
-        embedder = minilm_onnx.frozen(paths.cache_dir(self.home)) if embeddings and criteria.likes and criteria.avoid else None
+        embedder = None
+        if embeddings and criteria.likes and criteria.avoid:
+            embedder = minilm_onnx.frozen(paths.cache_dir(self.home))
         return find_contradictions(criteria, embedder)
 
     # ---- internals --------------------------------------------------------------------------
