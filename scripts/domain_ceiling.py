@@ -208,7 +208,7 @@ def main(argv=None) -> None:
     print(f"{int((~is_test).sum())} training queries, {int(is_test.sum())} test queries")
     if args.finetune or args.only_finetune:
         if args.encoder is None:
-            from usl.data.embed import encoder_path
+            from usl.data.encoder import encoder_path
 
             args.encoder = encoder_path()
         groups = [texts[4 * i:4 * i + 4] for i in range(len(items))]
@@ -254,7 +254,7 @@ def main(argv=None) -> None:
     if args.contextual:
         from sentence_transformers import SentenceTransformer
 
-        from usl.data.embed import encoder_path
+        from usl.data.encoder import encoder_path
 
         model = SentenceTransformer(encoder_path(), device="cpu")
         model.max_seq_length = 256

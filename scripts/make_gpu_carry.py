@@ -65,7 +65,7 @@ def fp16_encoder(out: Path) -> bytes:
     safetensors bytes (45 MB; loaded as fp32 there)."""
     from safetensors.torch import load_file, save
 
-    from usl.data.embed import encoder_path
+    from usl.data.encoder import encoder_path
 
     src = Path(encoder_path())
     out.mkdir(parents=True, exist_ok=True)
@@ -83,7 +83,7 @@ def int8_encoder(out: Path) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from usl.data.embed import encoder_path
+    from usl.data.encoder import encoder_path
 
     src = Path(encoder_path())
     out.mkdir(parents=True, exist_ok=True)
@@ -150,7 +150,7 @@ def pack_style_inputs(data: Path, known: Path, out: Path, prefix: str = "domain_
 
     from usl.fast.commands import _texts_file
     from usl.fast.style_scorer import reading_prefix
-    from usl.data.embed import encoder_path
+    from usl.data.encoder import encoder_path
 
     tables = {}
     for name, files in (("board", [known]), ("score", [data / "train.jsonl", data / "dev.jsonl"])):

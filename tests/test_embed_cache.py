@@ -18,7 +18,7 @@ def embedder(tmp_path, **kw) -> Embedder:
 def test_vectors_are_sentence_transformers_to_256_word_pieces():
     from sentence_transformers import SentenceTransformer
 
-    from usl.data.embed import encoder_path
+    from usl.data.encoder import encoder_path
 
     texts = ["short answers", "Explain it to me as if I were new to the field. " * 12,   # ~130 word pieces
              "A travel plan for three days in Lisbon, with " + "museums, food and walks, " * 60]   # cut at 256

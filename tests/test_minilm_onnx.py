@@ -43,7 +43,7 @@ def test_onnx_encoder_matches_the_transformers_one(minilm):
 def test_onnx_token_states_match_the_transformers_ones_in_padded_batches(minilm):
     import torch
 
-    from usl.data.embed import frozen_encoder
+    from usl.data.encoder import frozen_encoder
 
     tok, model = frozen_encoder()
     texts = ["Short", "A criterion of middling length, with a comma", "Please " + "really " * 80 + "keep it short"]

@@ -31,7 +31,7 @@ def base(tmp_path_factory) -> str:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from usl.data.embed import encoder_path
+    from usl.data.encoder import encoder_path
 
     out = tmp_path_factory.mktemp("tiny_bert")
     torch.manual_seed(0)
@@ -230,7 +230,7 @@ def test_score_tables_keep_keys_that_end_in_zero_bytes(tmp_path):
 def test_reading_prefix_keeps_every_token_the_scorer_reads():
     from transformers import AutoTokenizer
 
-    from usl.data.embed import encoder_path
+    from usl.data.encoder import encoder_path
 
     tok = AutoTokenizer.from_pretrained(encoder_path())
     text = " ".join(f"word{i} unbelievably-long,tokenisation" for i in range(60))
@@ -384,7 +384,7 @@ def test_the_style_carry_keeps_whole_text_keys_the_scorers_tokens_and_only_the_s
     from transformers import AutoTokenizer
 
     from usl.fast.commands import _texts_file
-    from usl.data.embed import encoder_path
+    from usl.data.encoder import encoder_path
 
     spec = importlib.util.spec_from_file_location("carry", Path(__file__).resolve().parents[1] / "scripts"
                                                   / "make_gpu_carry.py")

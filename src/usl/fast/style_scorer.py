@@ -46,7 +46,7 @@ import numpy as np
 
 from usl import atomic
 from usl.fast.register import weights_fingerprint
-from usl.data.embed import encoder_path
+from usl.data.encoder import encoder_path
 
 log = logging.getLogger(__name__)
 

@@ -94,7 +94,7 @@ class SubstanceModel:
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModel, AutoTokenizer
 
-        from usl.data.embed import encoder_path
+        from usl.data.encoder import encoder_path
 
         base = str(base or encoder_path())
         if base in backbone.ALIASES or base.endswith(".gguf"):   # GGUF: converted once, in the default home's cache

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from usl import paths
-from usl.data.embed import encoder_path
+from usl.data.encoder import encoder_path
 from usl.data.minilm_onnx import MiniLM, frozen, load, weights_key
 from usl.fast.answer_bank import AnswerBank, Progress
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
