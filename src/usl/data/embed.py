@@ -30,6 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from usl import atomic
+from usl.data import minilm_onnx
 from usl.data.encoder import DIM, MODEL_ID
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,6 @@ class Embedder:
         process's one, ``usl.data.minilm_onnx.frozen``; no torch), its last layer mean-pooled over each
         text's first ``max_seq_length`` word pieces and L2-normalised, as sentence-transformers pools it
         (``tests/test_embed_cache.py``). In batches of ``batch_size``: every layer's states are kept a pass."""
-        from usl.data import minilm_onnx
-
         model = minilm_onnx.frozen(self.cache_dir.parent if self.cache_dir else None)
         starts = range(0, len(texts), self.batch_size)
         if show_progress:

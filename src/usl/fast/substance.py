@@ -40,6 +40,7 @@ import numpy as np
 
 from usl import atomic
 from usl.data import backbone
+from usl.data.encoder import encoder_path
 
 log = logging.getLogger(__name__)
 FOLDER = "substance"
@@ -93,8 +94,6 @@ class SubstanceModel:
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModel, AutoTokenizer
-
-        from usl.data.encoder import encoder_path
 
         base = str(base or encoder_path())
         if base in backbone.ALIASES or base.endswith(".gguf"):   # GGUF: converted once, in the default home's cache
