@@ -4,7 +4,8 @@
 
 Each run starts ``usl --home FRESH serve`` (importing the default benchmark from the shared data,
 building its topics, reading every answer of it) in a new temporary home and times it until
-``GET /api/leaderboard`` answers, sampling the server's peak RSS. The server's log, each line stamped
+``GET /api/leaderboard`` answers and until its log says ``warm-up done`` (the models that read new answers,
+loaded after the default board), sampling the server's peak RSS over both. The server's log, each line stamped
 with the seconds since the start, shows the phases; the last run's is printed. Medians over runs, with
 the load average, because the timings are wall-clock on a shared CPU. (``bench_fast_path.py`` times one
 first start among its other steps.)
@@ -19,10 +20,13 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fast_path import DEFAULT_BOARD_TIMEOUT_S, Server, source_info  # noqa: E402
+
+WARM_DONE = "warm-up done"       # usl.server.boards logs it once every model a request can use is loaded
 
 
 def one_start() -> dict:
@@ -30,12 +34,25 @@ def one_start() -> dict:
     server = Server(home, "serve.log")
     try:
         listen_s, board_s, board = server.wait_default_board(DEFAULT_BOARD_TIMEOUT_S)
+        warm_s = wait_for_line(server, WARM_DONE, DEFAULT_BOARD_TIMEOUT_S)
     finally:
         rss = server.stop()
     log = server.log_path.read_text()
     shutil.rmtree(home, ignore_errors=True)
-    return {"board_s": round(board_s, 1), "listening_s": round(listen_s, 1), "peak_rss_mb": round(rss),
+    return {"board_s": round(board_s, 1), "listening_s": round(listen_s, 1),
+            "warm_s": None if warm_s is None else round(warm_s, 1), "peak_rss_mb": round(rss),
             "n_models": len(board["leaderboard"]["rows"]), "log": log}
+
+
+def wait_for_line(server: Server, text: str, timeout_s: float) -> float | None:
+    """Seconds since the start until the server's log holds ``text`` (None: not within ``timeout_s``). The
+    peak RSS then covers the warm-up after the default board: the models that read new answers load last."""
+    deadline = server.started + timeout_s
+    while time.perf_counter() < deadline and server.proc.poll() is None:
+        if text in server.log_path.read_text(errors="replace"):
+            return time.perf_counter() - server.started
+        time.sleep(0.25)
+    return None
 
 
 def main() -> None:
@@ -48,12 +65,14 @@ def main() -> None:
     for i in range(args.runs):
         runs.append(one_start())
         r = runs[-1]
-        print(f"run {i + 1}: default board after {r['board_s']} s (listening after {r['listening_s']} s), "
-              f"peak RSS {r['peak_rss_mb']} MB, load average {os.getloadavg()[0]:.2f}", flush=True)
+        print(f"run {i + 1}: default board after {r['board_s']} s (listening after {r['listening_s']} s, warm-up "
+              f"done after {r['warm_s']} s), peak RSS {r['peak_rss_mb']} MB, load average {os.getloadavg()[0]:.2f}",
+              flush=True)
     print(runs[-1]["log"])
     summary = {"runs": [{k: v for k, v in r.items() if k != "log"} for r in runs],
                "median_board_s": statistics.median(r["board_s"] for r in runs),
                "median_peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+               "median_warm_s": statistics.median(r["warm_s"] or float("nan") for r in runs),
                "loadavg_start": [round(x, 2) for x in load_start],
                "loadavg_end": [round(x, 2) for x in os.getloadavg()], "nproc": os.cpu_count(), **source_info()}
     text = json.dumps(summary, indent=2)

@@ -105,6 +105,27 @@ def serve_output(home: Path) -> str:
     return (home / "serve.log").read_text()
 
 
+def server_pid(url: str) -> int:
+    """The process listening on ``url``'s port (``usl serve``'s Python, not a wrapper)."""
+    import psutil
+
+    port = int(url.rsplit(":", 1)[1])
+    for conn in psutil.net_connections("tcp"):
+        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+            return conn.pid
+    raise AssertionError("no process listens on " + url)
+
+
+def wait_for_log(home: Path, text: str, timeout_s: float) -> str:
+    """``usl serve``'s log once it holds ``text``; AssertionError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while text not in serve_output(home):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"usl serve did not log {text!r} within {timeout_s:.0f} s:\n{serve_output(home)}")
+        time.sleep(0.5)
+    return serve_output(home)
+
+
 def tiny_alpaca_layout(root: Path, n: int = 24) -> Path:
     """``root/alpaca_eval`` in the shared layout: split.json + outputs/ for base, m1, m2; n queries."""
     import json

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from server_real import make_tiny, usl_serve
+from server_real import make_tiny, server_pid, usl_serve, wait_for_log
 from static_table import seed_static_table
 from usl.judges.base import Verdict
 from usl.judges.reward import RewardItem, logit, score_batch
@@ -80,13 +81,62 @@ def _doc_json(n: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def reward_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("reward_home")
     make_tiny(home)
     seed_static_table(home)
-    with usl_serve(home, "--no-import", "--benchmark", "tiny", "--judge", "default", "--judge", "length",
+    return home
+
+
+@pytest.fixture(scope="module")
+def server(reward_home):
+    with usl_serve(reward_home, "--no-import", "--benchmark", "tiny", "--judge", "default", "--judge", "length",
                    "--refine-with", "none", timeout_s=300) as url:
         yield url
+
+
+MAX_GROWTH_MB = 200           # issue 48: what one request of at most 64 KiB may grow the server by
+
+
+def _rss_mb(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of ``pid`` in MB."""
+    kb = {line.split(":")[0]: int(line.split()[1]) for line in open(f"/proc/{pid}/status")
+          if line.startswith(("VmRSS:", "VmHWM:"))}
+    return kb["VmRSS"] / 1024, kb["VmHWM"] / 1024
+
+
+def _peak_growth_mb(pid: int, send) -> tuple[float, object]:
+    """How far ``send()`` lifts ``pid``'s resident memory above where it was (its kernel-kept peak, reset
+    first), and what ``send`` returned."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:   # "5": reset VmHWM to VmRSS (Linux >= 4.0, same user)
+        f.write("5")
+    before, _ = _rss_mb(pid)
+    out = send()
+    _, peak = _rss_mb(pid)
+    return peak - before, out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_no_reward_request_loads_a_model_the_server_loaded_them_at_start(server, reward_home):
+    """The models the default judge reads new answers with (the style scorer's MiniLM, the SmolLM2 substance
+    reader: about 0.5 GB) load when the server starts, once the default board is ranked; the first reward
+    request of new texts, on either route, then grows the server by less than 200 MB. Loaded by that request
+    instead, it grew it by about 850 MB (``scripts/load_server.py memory --only reward``). Runs first, while
+    no request has brought a new answer."""
+    wait_for_log(reward_home, "warm-up done", 300)
+    pid = server_pid(server)
+    texts = [f"Answer {i}: " + " ".join(f"recursion means a function calls itself, case {i}.{k}" for k in range(12))
+             for i in range(16)]
+    body = {"items": [{"prompt": "Explain recursion to a new programmer.", "responses": texts}]}
+    assert len(json.dumps(body)) < 64 * 1024
+    grew, r = _peak_growth_mb(pid, lambda: httpx.post(server + "/api/reward", json=body, timeout=300))
+    assert r.status_code == 200, r.text
+    assert grew < MAX_GROWTH_MB, f"the first reward request grew the server by {grew:.0f} MB"
+    prompt = "Explain a hash map to a new programmer.\n"
+    openrlhf = {"query": [prompt + t.replace("recursion", "hashing") for t in texts[:8]], "prompts": [prompt] * 8}
+    grew, r = _peak_growth_mb(pid, lambda: httpx.post(server + "/get_reward", json=openrlhf, timeout=300))
+    assert r.status_code == 200, r.text
+    assert grew < MAX_GROWTH_MB, f"the first /get_reward request grew the server by {grew:.0f} MB"
 
 
 def test_documented_request_gets_the_documented_answer_and_best_of_n_follows_the_criteria(server):

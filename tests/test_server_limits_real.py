@@ -14,7 +14,7 @@ import httpx
 import psutil
 import pytest
 
-from server_real import free_port, make_tiny, serve_output, usl_serve
+from server_real import free_port, make_tiny, serve_output, server_pid, usl_serve
 
 
 @pytest.fixture(scope="module")
@@ -23,14 +23,6 @@ def served(tmp_path_factory):
     make_tiny(home)
     with usl_serve(home, "--benchmark", "tiny", "--judge", "length", "--refine-with", "random:3") as url:
         yield home, url
-
-
-def server_pid(url: str) -> int:
-    port = int(url.rsplit(":", 1)[1])
-    for conn in psutil.net_connections("tcp"):
-        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
-            return conn.pid
-    raise AssertionError("no process listens on " + url)
 
 
 def connect(url: str) -> socket.socket:

@@ -184,6 +184,33 @@ def test_a_reader_with_a_quality_head_learns_pairs_and_serves_as_the_quality_rea
     assert any(p.requires_grad for p in grown.encoder.parameters())
 
 
+def test_a_loaded_reader_keeps_its_linear_weights_in_bfloat16_and_reads_the_same_to_the_bit(tmp_path):
+    """A saved reader read under CPU autocast (bfloat16): with its base's linear weights cast once at load
+    (``SubstanceModel._pack``, what a server holds from its start) it gives the readings of the same reader
+    whose layers cast their float32 weights at every call, bit for bit; embeddings, norms, LoRA and head stay
+    float32."""
+    import torch
+    from crm_fixtures import tiny_backbone
+
+    from usl.fast.substance import SubstanceModel
+
+    base = tiny_backbone(tmp_path / "llama", arch="llama")
+    SubstanceModel(base=str(base), heads=2).save(tmp_path / "reader", {"recipe": {"base": str(base), "heads": 2}})
+    plain, packed = (SubstanceModel(tmp_path / "reader", base=str(base)) for _ in range(2))
+    plain.frozen = False                    # never packed: casts at every call, as before
+    for m in (plain, packed):
+        m.bf16 = True                       # whatever this CPU's matrix units: the autocast path
+    texts = (["explain python list"] * 3, ["a short concise answer", "list list", "a longer answer " * 20])
+    assert np.array_equal(packed.readings(*texts), plain.readings(*texts))
+    linear = [m for n, m in packed.encoder.get_base_model().named_modules()
+              if isinstance(m, torch.nn.Linear) and "lora_" not in n]
+    assert linear and {m.weight.dtype for m in linear} == {torch.bfloat16}
+    assert packed.encoder.get_base_model().get_input_embeddings().weight.dtype == torch.float32
+    assert {p.dtype for n, p in packed.encoder.named_parameters() if "lora_" in n} == {torch.float32}
+    with pytest.raises(ValueError, match="bfloat16"):
+        packed.to(torch.device("meta"))
+
+
 # ------------------------------------------------------------------------------ on real data, for real
 
 @needs_data

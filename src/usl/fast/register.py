@@ -76,6 +76,9 @@ class RegisterScorer:
     def fingerprint(self) -> str:
         return weights_fingerprint(self.cfg, (self.idf.tobytes(), self.coef.tobytes()))
 
+    def load_network(self) -> None:
+        """Nothing to load: its weights are two arrays, read with the model."""
+
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, len(self.cfg.labels)), np.float32)
@@ -187,6 +190,11 @@ class RegisterStack:
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         return np.concatenate([p.scores(texts) for p in self.parts], 1)
+
+    def load_network(self) -> None:
+        """Load every scorer's network (the style scorer's MiniLM), so that the first new answer pays none."""
+        for p in self.parts:
+            p.load_network()
 
     def save(self, out_dir: str | Path) -> None:
         for p in self.parts:

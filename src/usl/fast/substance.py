@@ -98,6 +98,7 @@ class SubstanceModel:
         base = str(base or encoder_path())
         if base in backbone.ALIASES or base.endswith(".gguf"):   # GGUF: converted once, in the default home's cache
             base = str(backbone.resolve_backbone(base))
+        self.base_dir = Path(base)
         self.tok = AutoTokenizer.from_pretrained(base)
         enc = AutoModel.from_pretrained(base)   # a causal LM's checkpoint gives its body
         # an encoder (BERT-like: token types) reads the mean of its states; a decoder, whose last state has
@@ -125,12 +126,17 @@ class SubstanceModel:
                                                           target_modules=targets))
         self.device = torch.device("cpu")
         self.bf16 = _cpu_bf16(self.device)
+        self.frozen = folder is not None and not trainable
+        self._packed = False     # linear weights kept in bfloat16 (see _pack)
 
     @property
     def heads(self) -> int:
         return self.head.out_features
 
     def to(self, device) -> SubstanceModel:
+        if self._packed and device.type != "cpu":
+            raise ValueError("this reader keeps its linear weights in bfloat16 for the CPU; load it again for "
+                             f"{device}")
         self.device = device
         self.bf16 = _cpu_bf16(device)
         self.encoder.to(device)
@@ -170,6 +176,8 @@ class SubstanceModel:
         import torch
 
         batch = batch or (8 if self.device.type == "cpu" else 64)
+        if self.frozen and self.bf16 and not self._packed:
+            self._pack()
 
         ids = [reading_ids(self.tok, q, a) for q, a in zip(queries, answers)]
         order = np.argsort([len(x) for x in ids], kind="stable")
@@ -183,6 +191,31 @@ class SubstanceModel:
                     progress(min(start + batch, len(ids)), len(ids))
         return out
 
+    def _pack(self) -> None:
+        """Keep the base's linear weights in bfloat16, the rest (embeddings, norms, LoRA, head) in float32.
+
+        Under CPU autocast a linear layer casts its float32 weight to bfloat16 at each call (autocast caches
+        the casts of weights that need a gradient only, and the frozen base's do not). Cast once here, the
+        readings are the same to the bit (the layer computes in bfloat16 either way; ``tests/test_substance.py``)
+        and no batch casts 430 MB of weights again. The weights are read for it from the checkpoint's file
+        (``_unmapped``), not through the memory map transformers loaded them by, whose pages would stay
+        resident; what stays float32 gets memory of its own, so the map is let go. A server loads the reader
+        at start: this keeps what it holds to about 350 MB, and its peak while loading close to that."""
+        import torch
+
+        read, base = _unmapped(self.base_dir), self.encoder.get_base_model()
+        linear = {id(m.weight) for m in base.modules() if isinstance(m, torch.nn.Linear)}
+        linear |= {id(m.bias) for m in base.modules() if isinstance(m, torch.nn.Linear) and m.bias is not None}
+        for name, p in base.named_parameters():
+            if "lora_" in name or p.dtype != torch.float32:
+                continue
+            t = read(name.replace(".base_layer.", "."), p.data)
+            p.data = t.to(torch.bfloat16) if id(p) in linear else t if t is not p.data else t.clone()
+        rest = [p for name, p in self.encoder.named_parameters() if "lora_" in name]
+        for t in [*rest, *self.encoder.buffers()]:          # off any map too
+            t.data = t.data.clone()
+        self._packed = True
+
     def save(self, folder: str | Path, card: dict) -> None:
         from safetensors.torch import save_file
 
@@ -193,6 +226,29 @@ class SubstanceModel:
         save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
                   str(folder / "head.safetensors"))
         (folder / "card.json").write_text(json.dumps(card, indent=1) + "\n")
+
+
+def _unmapped(folder: Path) -> Callable:
+    """``read(name, loaded)``: the tensor ``name`` of the safetensors checkpoint in ``folder`` (with or without a
+    causal LM's ``model.`` prefix), read with ``pread`` into memory of its own; ``loaded`` where the checkpoint
+    has no such tensor or one that differs from it (its first row is compared)."""
+    from safetensors import safe_open
+
+    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    where = {}
+    for f in files:
+        handle = safe_open(str(f), "pt", backend="pread")
+        where.update((k, handle) for k in handle.keys())
+
+    def read(name: str, loaded):
+        key = next((k for k in (name, "model." + name) if k in where), None)
+        if key is None:
+            return loaded
+        t = where[key].get_tensor(key)
+        same = t.shape == loaded.shape and t.dtype == loaded.dtype and bool((t[:1] == loaded[:1]).all())
+        return t if same else loaded
+
+    return read
 
 
 def _cpu_bf16(device) -> bool:
@@ -312,6 +368,7 @@ class SubstanceBank:
         for path in (self.folder / BOARD_FILE, self.cache):
             self.values.update(_read(path))
         self._model: SubstanceModel | None = None
+        self._loading = threading.Lock()    # one model per bank, whichever thread asks first
         card = self.folder / "card.json"
         self.card = json.loads(card.read_text()) if card.is_file() else {}
         self.heads = int(self.card.get("recipe", {}).get("heads", 1))
@@ -345,15 +402,26 @@ class SubstanceBank:
         keys = [key(q, a) for q, a in zip(queries, answers)]
         todo = {k: (q, a) for k, q, a in zip(keys, queries, answers) if k not in self.values}
         if todo:
-            if self._model is None:
-                base = self.card.get("recipe", {}).get("base")
-                self._model = SubstanceModel(self.folder, base=None if base in (None, DEFAULT_BASE) else base)
             pairs = list(todo.values())
-            got = self._model.readings([q for q, _ in pairs], [a for _, a in pairs], progress=progress)
+            got = self.model().readings([q for q, _ in pairs], [a for _, a in pairs], progress=progress)
             fresh = {k: tuple(row) for k, row in zip(todo, got.tolist())}
             self.values.update(fresh)
             self._save(fresh)
         return np.array([self.values[k][col] for k in keys], dtype=np.float32)
+
+    def model(self) -> SubstanceModel:
+        """The reader, loaded on first use (the base's weights, its LoRA and head: a few hundred MB)."""
+        with self._loading:
+            if self._model is None:
+                base = self.card.get("recipe", {}).get("base")
+                self._model = SubstanceModel(self.folder, base=None if base in (None, DEFAULT_BASE) else base)
+            return self._model
+
+    def load_reader(self) -> None:
+        """Load the reader and read one made-up pair, storing nothing: a server does this at start, so that
+        no request grows its memory by loading a model (the first pass also sets up the CPU's kernels, about
+        as long again as a reading)."""
+        self.model().readings(["warm-up"], ["warm-up"])
 
     def _save(self, fresh: dict[str, tuple[float, ...]]) -> None:
         if self.cache is None:

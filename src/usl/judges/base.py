@@ -122,6 +122,16 @@ class Prepares(Protocol):
 
 
 @runtime_checkable
+class LoadsReaders(Protocol):
+    """A judge that reads new answers with models it loads on first use (the default judge's style scorer and
+    substance reader: about 0.5 GB): ``load_readers()`` loads them and runs each once, so that a server can pay
+    for them at start rather than in the first request that brings a new answer."""
+
+    def load_readers(self) -> None:
+        ...
+
+
+@runtime_checkable
 class ReadsPairsAhead(Protocol):
     """A judge that serves only the (answer, baseline) pairs it has read ahead (``crm-factored``'s stored
     vectors, 2 transformer passes a pair): how many of a board's pairs it lacks."""

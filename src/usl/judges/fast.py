@@ -32,7 +32,8 @@ from usl.fast.scorer import ADAPTER_DIR, AnswerRepr, CriteriaRepr, FastScorer, c
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.fast.static_embed import StaticEmbedder
 from usl.fast.substance import FOLDER as SUBSTANCE_FOLDER, SubstanceBank, substance_first
-from usl.judges.base import DecisionTerms, JudgeRequest, ReadsLocally, Verdict, verdicts_by_matrix
+from usl.judges.base import (DecisionTerms, JudgeRequest, LoadsReaders, ReadsLocally, Verdict,
+                             verdicts_by_matrix)
 from usl.judges.quality import pair_reader
 from usl.judges.registry import load_judge, register
 from usl.quality.gate import QualityGate
@@ -207,6 +208,17 @@ class FastJudge:
             with self._memo_lock:
                 self._z[rows[idx]] = z[idx]
         return z
+
+    def load_readers(self) -> None:
+        """The models that read a new answer, loaded and run once (``LoadsReaders``): the style scorer's MiniLM,
+        the substance reader (SmolLM2-135M, which reads the quality term too) and any other local quality
+        reader. About 0.5 GB and 10-30 s of CPU; a server does it at start."""
+        if self.model.register is not None:
+            self.model.register.load_network()
+        if self.substance is not None:
+            self.substance.load_reader()
+        if self.quality is not None and self.quality.local and isinstance(self.quality.reader, LoadsReaders):
+            self.quality.reader.load_readers()
 
     def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         texts, signs = zip(*(split_sign(c) for c in crit))

@@ -45,6 +45,10 @@ class SubstanceQuality:
     def identity(self) -> str:
         return f"{self.name}@{self.version}"
 
+    def load_readers(self) -> None:
+        """Load the reader ahead of the first new answer (``LoadsReaders``)."""
+        self.bank.load_reader()
+
     def readings(self, queries: Sequence[str], answers_a: Sequence[str], answers_b: Sequence[str]) -> np.ndarray:
         """``Q(A, B) = r(A) - r(B)`` for each pair, shape (n,)."""
         q = list(queries)

@@ -9,9 +9,12 @@ loop keeps answering while a leaderboard is judged.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import gc
 import logging
 import math
 import time
+from concurrent.futures import Future
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,7 +22,7 @@ from fastapi import HTTPException
 
 from usl.data.topics import match_topics
 from usl.fast.length_intent import read_wishes
-from usl.judges.base import StoresReadings
+from usl.judges.base import LoadsReaders, StoresReadings
 from usl.judges.redact import public_judge
 from usl.leaderboard.calibrations import check_fits
 from usl.leaderboard.limits import InputError
@@ -229,14 +232,21 @@ class Boards:
     async def _warm_all(self) -> None:
         """One after the other: the length reading (every board, contradiction check and vote check
         reads it), the default board (its check loads the default judge), the contradiction check's
-        embedder, the other judges. Loading models in parallel threads races on transformers' lazy
-        imports ("cannot import name 'AutoModel'")."""
+        embedder, the other judges, and, once the default board is ranked, the models that read new
+        answers. Loading models in parallel threads races on transformers' lazy imports ("cannot
+        import name 'AutoModel'")."""
+        started = time.perf_counter()
         await asyncio.to_thread(_warm_length_reading)
-        await self._warm_default()
+        board = await self._warm_default()
         await asyncio.to_thread(_warm_contradictions, self.service)
         await asyncio.to_thread(_warm_judges, self.service, self.config.judges[1:], self.config.benchmark)
+        if board is not None:       # the first start reads every answer: not beside that, on 2 cores
+            await asyncio.gather(watch(board), return_exceptions=True)
+        await asyncio.to_thread(_warm_readers, self.service, self.config.judges)
+        log.info("warm-up done in %.0f s: every model a request can use is loaded", time.perf_counter() - started)
 
-    async def _warm_default(self) -> None:
+    async def _warm_default(self) -> Future | None:
+        """The default board's job (a concurrent future), or None where none was started."""
         try:
             if self.config.benchmark in await self.benchmarks():
                 spec = self.default_spec()
@@ -245,9 +255,12 @@ class Boards:
                     log.warning("default board not ranked: %s", why)
                 else:
                     started = time.perf_counter()
-                    self.jobs.submit(spec, keep=True).future.add_done_callback(lambda f: _ready(f, started))
+                    board = self.jobs.submit(spec, keep=True).future
+                    board.add_done_callback(lambda f: _ready(f, started))
+                    return board
         except Exception as e:  # noqa: BLE001 - a failed warm-up must not stop the server
             log.warning("warm-up failed: %s", e)
+        return None
 
 
 def _ready(fut, started: float) -> None:
@@ -268,6 +281,30 @@ def _warm_judges(service: Any, specs: tuple[str, ...], benchmark: str) -> None:
                 service.unread_pairs(LeaderboardSpec(benchmark=benchmark, judge=spec))
         except Exception as e:  # noqa: BLE001
             log.warning("loading judge %s failed: %s", spec, e)
+
+
+def _warm_readers(service: Any, specs: tuple[str, ...]) -> None:
+    """Load the models with which the served judges read new answers (``LoadsReaders``: the default judge's
+    style scorer and substance reader, about 0.5 GB), so that no request, a reward batch of new responses or a
+    board of a new model, grows the server by loading one (issue 48: at most 200 MB a request)."""
+    _give_back_freed_memory()     # the first start's reading of every answer leaves ~200 MB freed but held
+    for spec in specs:
+        try:
+            judge = service.judge(spec)
+            if isinstance(judge, LoadsReaders):
+                judge.load_readers()
+        except Exception as e:  # noqa: BLE001
+            log.warning("loading the readers of judge %s failed: %s", public_judge(spec), e)
+
+
+def _give_back_freed_memory() -> None:
+    """Return the C heap's freed pages to the system (glibc's ``malloc_trim``; elsewhere nothing), so that the
+    readers loaded next do not stack on memory the process no longer uses (issue 47: peak at most 1.5 GB)."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):     # not glibc
+        pass
 
 
 def _warm_length_reading() -> None:
