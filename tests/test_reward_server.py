@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server_real import make_tiny, server_pid, usl_serve, wait_for_log
+from server_real import make_tiny, serve_output, server_pid, usl_serve, wait_for_log
 from static_table import seed_static_table
 from usl.judges.base import Verdict
 from usl.judges.reward import RewardItem, logit, score_batch
@@ -181,3 +181,42 @@ def test_reward_errors_are_one_line_naming_the_field(server):
     r = httpx.post(server + "/api/reward", json={"items": [{"prompt": "q", "responses": [SHORT, LONG]}],
                                                  "judge": "length", "criteria": {"likes": ["Short"]}}, timeout=30)
     assert r.status_code == 200 and r.json()["rewards"][0][1] > r.json()["rewards"][0][0]
+
+
+def test_sigterm_while_the_readers_load_and_a_reward_batch_waits_exits_0_within_10_s(tmp_path):
+    """SIGTERM two seconds after the server answers: its warm-up is loading the default judge's readers (torch,
+    on a worker thread) and a reward batch of new texts waits for them on the reward queue. The process ends
+    with status 0 within 10 s, without a traceback (tests/test_server_limits_real.py does the same with the
+    transformer CRM refining and scoring)."""
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    make_tiny(tmp_path)
+    seed_static_table(tmp_path)
+    batch = {"items": [{"prompt": "Explain recursion.", "responses": [
+        f"Answer {i}: " + "a function that calls itself on a smaller case " * (i + 2) for i in range(16)]}]}
+    with usl_serve(tmp_path, "--no-import", "--benchmark", "tiny", "--judge", "default", "--refine-with", "none",
+                   timeout_s=300) as url:
+        pid = server_pid(url)
+
+        def post() -> None:
+            try:
+                httpx.post(url + "/api/reward", json=batch, timeout=120)
+            except httpx.HTTPError:
+                pass                # the server went away mid-request: what this test does
+
+        threading.Thread(target=post, daemon=True).start()
+        time.sleep(2.0)             # the warm-up is still loading the readers here (about 20 s on 2 cores)
+        t0 = time.monotonic()
+        psutil.Process(pid).send_signal(signal.SIGTERM)
+        try:
+            status = psutil.Process(pid).wait(timeout=10)
+        except psutil.TimeoutExpired:
+            pytest.fail("usl serve was still running 10 s after SIGTERM")
+        took = time.monotonic() - t0
+    assert took < 10 and status == 0
+    log = serve_output(tmp_path)
+    assert "terminate called" not in log and "Traceback" not in log
