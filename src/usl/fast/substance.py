@@ -347,7 +347,10 @@ class SubstanceBank:
         if todo:
             if self._model is None:
                 base = self.card.get("recipe", {}).get("base")
-                self._model = SubstanceModel(self.folder, base=None if base in (None, DEFAULT_BASE) else base)
+                import torch
+
+                model = SubstanceModel(self.folder, base=None if base in (None, DEFAULT_BASE) else base)
+                self._model = model.to(torch.device("cuda")) if torch.cuda.is_available() else model
             pairs = list(todo.values())
             got = self._model.readings([q for q, _ in pairs], [a for _, a in pairs], progress=progress)
             fresh = {k: tuple(row) for k, row in zip(todo, got.tolist())}
