@@ -185,8 +185,9 @@ class SubstanceModel:
     def readings(self, queries: Sequence[str], answers: Sequence[str], batch: int | None = None,
                  progress: Progress | None = None) -> np.ndarray:
         """(n, heads): ``z`` and, with a quality head, ``r`` for each (query, answer), read in batches of similar
-        length (default: 4 on a CPU, where small batches read faster than large ones, padding and memory
-        traffic less (``scripts/bench_substance_reader.py``); 64 on a GPU). On a CPU the batches are spread
+        length (default: 4 on a CPU, where small batches read faster than large ones, with less padding and
+        memory traffic: 4 read 6.4-7.0 answers per CPU second, 8 5.6-6.0, 16 5.3 (``docs/log.md``,
+        2026-12-02); 64 on a GPU). On a CPU the batches are spread
         over the cores, one a core (``cpu_batches.map_batches``)."""
         import torch
 
