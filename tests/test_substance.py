@@ -135,8 +135,8 @@ def test_the_reader_trains_on_an_encoder_or_a_decoder_and_reloads_the_same(tmp_p
     items = [("explain python list", "a short concise answer", True), ("explain python list", "list list", False)] * 4
     history = train(model, items, items[:2], epochs=2, batch=4)
     assert history and all(np.isfinite(h["dev_log_loss"]) for h in history)
-    z = model.logits(["explain python list"] * 2, ["a short concise answer", "list list"])
     model.save(tmp_path / "weights" / "substance", {"recipe": {"base": str(base)}})
+    z = model.for_reading().logits(["explain python list"] * 2, ["a short concise answer", "list list"])
     bank = SubstanceBank(tmp_path / "weights" / "substance")     # the judge's way in: the card names the base
     assert np.allclose(bank.read(["explain python list"] * 2, ["a short concise answer", "list list"]), z, atol=1e-5)
 
@@ -166,7 +166,7 @@ def test_a_reader_with_a_quality_head_learns_pairs_and_serves_as_the_quality_rea
     model.save(folder, {"recipe": {"base": str(base), "heads": 2}})
     judge = load_judge(f"substance:{folder}", home=str(tmp_path / "home"))
     q = judge.readings(["name a fruit"] * 2, ["an apple is a fruit", "zzz"], ["fruit fruit fruit", "an apple is a fruit"])
-    r = model.readings(["name a fruit"] * 3, ["an apple is a fruit", "zzz", "fruit fruit fruit"])[:, 1]
+    r = model.for_reading().readings(["name a fruit"] * 3, ["an apple is a fruit", "zzz", "fruit fruit fruit"])[:, 1]
     assert np.allclose(q, [r[0] - r[2], r[1] - r[0]], atol=1e-4)
     assert judge.bank.values and not judge.bank.missing(["name a fruit"], ["zzz"])
     v = judge.judge([JudgeRequest(Criteria(("Anything",), ()), "name a fruit", "zzz", "an apple is a fruit")])
