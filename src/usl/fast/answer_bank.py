@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import zipfile
 from pathlib import Path
 from typing import Callable, Sequence
@@ -61,6 +62,9 @@ class AnswerBank:
         self.shipped = Path(shipped) if shipped else None
         self._known: dict[bytes, np.ndarray] | None = None     # answer text key -> features, shipped
         self._rows_memo: dict[tuple[int, int], tuple[Sequence[str], Sequence[str], np.ndarray]] = {}
+        # a server's threads share the bank (a reward slice adding answers while a board reads it): rows are
+        # appended under this lock, arrays before the index, so a row the index gives is always in the arrays
+        self._growing = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._index)
@@ -253,14 +257,20 @@ class AnswerBank:
                     reg[i] = self.register_overrides[a]
         return np.concatenate([f, reg], 1)
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(r, feats, cos_q)`` of one moment, of equal length (another thread may be appending)."""
+        with self._growing:
+            return self.r, self.feats, self.cos_q
+
     def _append(self, keys, r, feats, cos_q) -> None:
-        base = len(self.r)
-        fresh = [i for i, k in enumerate(keys) if k not in self._index]
-        for j, i in enumerate(fresh):
-            self._index[keys[i]] = base + j
-        self.r = np.concatenate([self.r, r[fresh]])
-        self.feats = np.concatenate([self.feats, feats[fresh]])
-        self.cos_q = np.concatenate([self.cos_q, cos_q[fresh]])
+        with self._growing:
+            base = len(self.r)
+            fresh = [i for i, k in enumerate(keys) if k not in self._index]
+            self.r = np.concatenate([self.r, r[fresh]])
+            self.feats = np.concatenate([self.feats, feats[fresh]])
+            self.cos_q = np.concatenate([self.cos_q, cos_q[fresh]])
+            for j, i in enumerate(fresh):
+                self._index[keys[i]] = base + j
 
 
 def _read(segment: Path) -> dict[str, np.ndarray] | None:

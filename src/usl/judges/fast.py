@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -106,6 +107,9 @@ class FastJudge:
             self.reader.share_encoder(self.encoder)
         self._answer_repr: AnswerRepr | None = None
         self._repr_rows = 0
+        # boards and reward slices judge on several threads with this one judge: the memos that grow with the
+        # answer bank (answer representations, substance readings by row) change under this lock
+        self._memo_lock = threading.Lock()
         self.quality = quality_reading(self.weights, home, quality)
         # substance first (fast/substance.py): weights without a substance reader judge by the criteria alone
         self.substance = (SubstanceBank.shared(self.weights / SUBSTANCE_FOLDER, cache / "substance")
@@ -127,16 +131,18 @@ class FastJudge:
     def _answers(self) -> AnswerRepr:
         """Answer representations for every row of the bank: computed once, then for the rows it grew by alone
         (each row's are its own), so a request with a few new answers does not copy the board's 21k twice."""
-        n, have = len(self.bank), self._repr_rows
-        if self._answer_repr is None or have > n:
-            self._answer_repr = self.model.answer_repr(self.bank.r, self.bank.feats, self.bank.cos_q)
-        elif have < n:
-            old = self._answer_repr
-            new = self.model.answer_repr(self.bank.r[have:n], self.bank.feats[have:n], self.bank.cos_q[have:n])
-            self._answer_repr = AnswerRepr(f=np.concatenate([old.f, new.f]), z=np.concatenate([old.z, new.z]),
-                                           quality=np.concatenate([old.quality, new.quality]))
-        self._repr_rows = n
-        return self._answer_repr
+        with self._memo_lock:
+            r, feats, cos_q = self.bank.arrays()
+            n, have = len(r), self._repr_rows
+            if self._answer_repr is None or have > n:
+                self._answer_repr = self.model.answer_repr(r, feats, cos_q)
+            elif have < n:
+                old = self._answer_repr
+                new = self.model.answer_repr(r[have:n], feats[have:n], cos_q[have:n])
+                self._answer_repr = AnswerRepr(f=np.concatenate([old.f, new.f]), z=np.concatenate([old.z, new.z]),
+                                               quality=np.concatenate([old.quality, new.quality]))
+            self._repr_rows = n
+            return self._answer_repr
 
     def _criteria(self, criteria: Sequence[str]) -> tuple[CriteriaRepr, np.ndarray]:
         texts, signs = zip(*(split_sign(c) for c in criteria)) if criteria else ((), ())
@@ -189,14 +195,17 @@ class FastJudge:
     def _substance(self, rows: np.ndarray, queries: Sequence[str], answers: Sequence[str],
                    progress: Progress | None = None) -> np.ndarray:
         """The substance reader's ``z`` of each answer, kept by the answer bank's row: a board's 21k are an
-        index after the first request."""
-        if len(self._z) < len(self.bank):
-            self._z = np.concatenate([self._z, np.full(len(self.bank) - len(self._z), np.nan, np.float32)])
-        z = self._z[rows]
+        index after the first request (read outside the lock: a reading takes seconds)."""
+        with self._memo_lock:
+            n = int(rows.max()) + 1 if len(rows) else 0
+            if len(self._z) < n:
+                self._z = np.concatenate([self._z, np.full(n - len(self._z), np.nan, np.float32)])
+            z = self._z[rows]
         idx = np.flatnonzero(np.isnan(z))
         if len(idx):
             z[idx] = self.substance.read([queries[i] for i in idx], [answers[i] for i in idx], progress)
-            self._z[rows[idx]] = z[idx]
+            with self._memo_lock:
+                self._z[rows[idx]] = z[idx]
         return z
 
     def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
