@@ -253,6 +253,8 @@ def pack_gguf(gguf: Path, texts: Path, out: Path, part_bytes: int = 24_200_000, 
         for doc in body.splitlines() if ".jsonl" in f.name else [body]:
             walk(json.loads(doc))
     strings = list(dict.fromkeys(strings))
+    if not strings:
+        raise ValueError(f"{texts}: no JSON texts (.json, .jsonl, .xz, .gz) to keep the tokens of; nothing was written")
     used = set(tok.all_special_ids)
     for i in range(0, len(strings), 2000):
         for ids in tok(strings[i:i + 2000], add_special_tokens=False)["input_ids"]:
@@ -262,7 +264,9 @@ def pack_gguf(gguf: Path, texts: Path, out: Path, part_bytes: int = 24_200_000, 
     with tempfile.TemporaryDirectory() as tmp:
         trimmed = Path(tmp) / gguf.name
         shutil.copy(gguf, trimmed)
-        emb = next(t for t in GGUFReader(str(trimmed)).tensors if t.name == "token_embd.weight")
+        emb = next((t for t in GGUFReader(str(trimmed)).tensors if t.name == "token_embd.weight"), None)
+        if emb is None:
+            raise ValueError(f"{gguf}: no token_embd.weight tensor; nothing was written")
         rows = int(emb.shape[-1])
         table = np.memmap(trimmed, dtype=np.uint8, mode="r+", offset=int(emb.data_offset),
                           shape=(rows, int(emb.n_bytes) // rows))
@@ -314,7 +318,14 @@ def main() -> None:
         print(json.dumps(pack_quality_inputs(data, Path(args.quality), out, args.head, args.tail)))
         return
     if args.gguf:
-        print(json.dumps(pack_gguf(Path(args.gguf), data, out)))
+        if not Path(args.gguf).is_file() or not Path(args.gguf).name.endswith(".gguf"):
+            raise SystemExit(f"--gguf {args.gguf}: no such .gguf file")
+        if not data.is_dir():
+            raise SystemExit(f"--data {data}: no such folder (the --substance carry whose texts the base will read)")
+        try:
+            print(json.dumps(pack_gguf(Path(args.gguf), data, out)))
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
         return
     if args.substance:
         quality = data if (data / "quality" / "train.jsonl").is_file() else None
