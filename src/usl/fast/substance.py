@@ -41,7 +41,7 @@ import numpy as np
 from usl import atomic
 from usl.data import backbone
 from usl.data.encoder import encoder_path
-from usl.fast.cpu_batches import map_batches
+from usl.fast.cpu_batches import cpu_reads_bf16, map_batches
 
 log = logging.getLogger(__name__)
 FOLDER = "substance"
@@ -125,7 +125,7 @@ class SubstanceModel:
             self.encoder = get_peft_model(enc, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.05,
                                                           target_modules=targets))
         self.device = torch.device("cpu")
-        self.bf16 = _cpu_bf16(self.device)
+        self.bf16 = cpu_reads_bf16(self.device)
 
     @property
     def heads(self) -> int:
@@ -151,7 +151,7 @@ class SubstanceModel:
 
     def to(self, device) -> SubstanceModel:
         self.device = device
-        self.bf16 = _cpu_bf16(device)
+        self.bf16 = cpu_reads_bf16(device)
         self.encoder.to(device)
         self.head.to(device)
         return self
@@ -217,14 +217,6 @@ class SubstanceModel:
         save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()},
                   str(folder / "head.safetensors"))
         (folder / "card.json").write_text(json.dumps(card, indent=1) + "\n")
-
-
-def _cpu_bf16(device) -> bool:
-    """Whether to read in bfloat16 on this CPU: where it has bf16 matrix units (AVX512-BF16, AMX), a decoder
-    reads about twice as fast and its logits move by at most 0.1 (``scripts/bench_substance_reader.py``)."""
-    import torch
-
-    return device.type == "cpu" and bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
 
 
 def train(model: SubstanceModel, train_items: Sequence[tuple[str, str, bool]],
