@@ -1,4 +1,5 @@
-"""How the substance reader reads on a CPU: the LoRA merged and the body in bfloat16 (``for_reading``),
+"""How the substance reader reads on a CPU: the LoRA merged and the body in bfloat16 (``for_reading``, or
+``SubstanceModel.reader`` straight from the files),
 its batches spread over the cores (``cpu_batches.map_batches``). Neither may move the readings: the
 batches read the same numbers on one worker or two, and the shipped reader's readings of real board
 answers stay those of the adapter under ``autocast`` (how it read before) at Pearson r >= 0.99, z and r."""
@@ -77,7 +78,8 @@ def test_the_reading_form_keeps_the_shipped_readers_readings():
     queries, answers = _board_answers(48)
     folder = shipped("fast-crm") / FOLDER
     before = SubstanceModel(folder, base="smollm2-135m").readings(queries, answers, batch=8)
-    now = SubstanceModel(folder, base="smollm2-135m").for_reading().readings(queries, answers)
+    now = SubstanceModel.reader(folder, base="smollm2-135m").readings(queries, answers)   # the judge's bank's form
+    assert np.array_equal(now, SubstanceModel(folder, base="smollm2-135m").for_reading().readings(queries, answers))
     for col in (0, 1):
         assert np.corrcoef(before[:, col], now[:, col])[0, 1] >= 0.99, col
     assert np.abs(before - now).max() < 1.0
