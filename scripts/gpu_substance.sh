@@ -10,12 +10,20 @@
 # artifacts/fast-crm/substance) and, with the quality pairs, pred/<file>.jsonl: its quality head's predictions
 # on each eval file (`usl eval --predictions`, what `usl quality fit-gate` takes).
 #   INIT=DIR: train on from that reader (the shipped one: src/usl/weights/fast-crm/substance)
+#   GGUF_PARTS=DIR: the base from `make_gpu_carry.py --gguf` parts (Gemma-3-270M: 5 parts, 121 MB)
 #   EVAL="general human": only these eval files; W=DIR: scratch folder (default /tmp/sub), so two runs can share one box; NEGATIVES: non-answers an answer
 set -euo pipefail
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 \
        USL_HOME=${USL_HOME:-/tmp/usl_home}
 C=${CARRY:-.carry/s3}; OUT=${OUT:-artifacts/gpu_out}; BASE=${BASE:-/tmp/smol.gguf}
 W=${W:-/tmp/sub}
+if [ -n "${GGUF_PARTS:-}" ]; then   # a base packed by make_gpu_carry.py --gguf, its parts carried one a call
+  mkdir -p "$W/base_tok"; for d in $(ls -d "$GGUF_PARTS"/p* | sort -V); do cat "$d/part"; done | xz -dc > "$W/base.gguf"
+  tar -xJf "$GGUF_PARTS/p0/tokenizer.tar.xz" -C "$W/base_tok"
+  python3 -c "import sys; from pathlib import Path; from usl.data.backbone import convert_gguf; convert_gguf(*map(Path, sys.argv[1:]))" \
+      "$W/base.gguf" "$W/base" "$W/base_tok/tokenizer"
+  BASE=$W/base
+fi
 mkdir -p "$OUT/pred" "$W/al/outputs" "$W/sq/eval"; cp "$C/alpaca/split.json" "$W/al/"
 LOG="$OUT/log.txt"
 for f in "$C"/alpaca/outputs/*.json.xz; do xz -dc "$f" | gzip -1 > "$W/al/outputs/$(basename "$f" .xz).gz"; done

@@ -23,6 +23,11 @@ tokens and keyed by its whole text, the encoder's config and tokenizer and the f
 weights (``model.part0``); ``b/`` the second half (``model.part1``). Carry ``a`` in one call and
 copy it out of the tree (``/root`` stays while the machine is warm), then ``b`` in the next:
 ``cat /root/s/model.part0 artifacts/gpu_s/b/model.part1 > /root/s/minilm/model.safetensors``.
+
+    python scripts/make_gpu_carry.py --gguf gemma-3-270m-q4_k_m.gguf --data .carry/s3 --out .carry/gm
+
+packs a GGUF base too large for one carry into parts ``p0``, ``p1``, ... (one call each), keeping exactly what the
+texts of a ``--substance`` carry need (``pack_gguf``); ``GGUF_PARTS=.carry/gm bash scripts/gpu_substance.sh``.
 """
 
 from __future__ import annotations
@@ -207,6 +212,82 @@ def pack_substance_inputs(shared: Path, out: Path, data: Path | None = None) -> 
     return counts
 
 
+def pack_gguf(gguf: Path, texts: Path, out: Path, part_bytes: int = 24_200_000, preset: int = 6) -> dict:
+    """A GGUF base too large for one carry, made to travel in parts: its token embedding's rows for tokens that
+    no text under ``texts`` uses (a ``--substance`` carry: every string of its JSON files) are zeroed, so they
+    compress to nothing (Gemma-3-270M: 253 MB, 178 MB of it a 262,144-token embedding of which the data uses
+    about 79,000 tokens; 121 MB as xz), then xz, split into ``out/p0/part``, ``out/p1/part``, ... (one carry
+    call each). ``out/p0/tokenizer.tar.xz`` is the tokenizer as this machine's transformers rebuilds it (checked
+    by ``usl.data.backbone.check_tokenizer``), for a box whose version rebuilds it wrong.
+    ``scripts/gpu_substance.sh`` with ``GGUF_PARTS=out`` puts them back together; the rows a text uses are
+    unchanged, so the model reads those texts as the whole file would."""
+    import io
+    import lzma
+    import tarfile
+    import tempfile
+
+    import numpy as np
+    from gguf import GGUFReader
+    from transformers import AutoTokenizer
+
+    from usl.data.backbone import check_tokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    check_tokenizer(tok, str(gguf))
+    strings: list[str] = []
+
+    def walk(x) -> None:
+        if isinstance(x, str):
+            strings.append(x)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    for f in sorted(p for p in texts.rglob("*") if p.name.endswith((".json", ".jsonl", ".xz", ".gz"))):
+        opener = lzma.open if f.suffix == ".xz" else gzip.open if f.suffix == ".gz" else open
+        with opener(f, "rt") as fh:
+            body = fh.read()
+        for doc in body.splitlines() if ".jsonl" in f.name else [body]:
+            walk(json.loads(doc))
+    strings = list(dict.fromkeys(strings))
+    if not strings:
+        raise ValueError(f"{texts}: no JSON texts (.json, .jsonl, .xz, .gz) to keep the tokens of; nothing was written")
+    used = set(tok.all_special_ids)
+    for i in range(0, len(strings), 2000):
+        for ids in tok(strings[i:i + 2000], add_special_tokens=False)["input_ids"]:
+            used.update(ids)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        trimmed = Path(tmp) / gguf.name
+        shutil.copy(gguf, trimmed)
+        emb = next((t for t in GGUFReader(str(trimmed)).tensors if t.name == "token_embd.weight"), None)
+        if emb is None:
+            raise ValueError(f"{gguf}: no token_embd.weight tensor; nothing was written")
+        rows = int(emb.shape[-1])
+        table = np.memmap(trimmed, dtype=np.uint8, mode="r+", offset=int(emb.data_offset),
+                          shape=(rows, int(emb.n_bytes) // rows))
+        keep = np.zeros(rows, dtype=bool)
+        keep[[i for i in used if 0 <= i < rows]] = True
+        table[~keep] = 0
+        table.flush()
+        del table
+        packed = lzma.compress(trimmed.read_bytes(), preset=preset)
+        tok.save_pretrained(Path(tmp) / "tokenizer")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:xz") as tar:
+            tar.add(Path(tmp) / "tokenizer", arcname="tokenizer")
+    for i in range(0, len(packed), part_bytes):
+        (out / f"p{i // part_bytes}").mkdir()
+        (out / f"p{i // part_bytes}" / "part").write_bytes(packed[i:i + part_bytes])
+    (out / "p0" / "tokenizer.tar.xz").write_bytes(buf.getvalue())
+    return {"texts": len(strings), "tokens_kept": int(keep.sum()), "tokens": rows,
+            "parts": -(-len(packed) // part_bytes), "xz_mb": round(len(packed) / 1e6, 1)}
+
+
 # the gate's files (the fast CRM card's recipe) and the new-topic file
 SUBSTANCE_EVAL = ("quality", "human", "general", "style", "domain_style", "length_flip", "new_topic")
 
@@ -223,6 +304,8 @@ def main() -> None:
                     "public data folder (../shared/data), whose default board is read whole")
     ap.add_argument("--substance", metavar="SHARED", help="pack usl train-substance's inputs instead (SHARED: the "
                     "shared data folder); with --data holding quality/, its pairs and eval files too")
+    ap.add_argument("--gguf", metavar="FILE", help="pack a GGUF base in parts instead (pack_gguf); --data: the "
+                    "--substance carry whose texts it will read")
     ap.add_argument("--style", metavar="KNOWN", help="pack usl train-style's inputs instead; KNOWN: the board's "
                     "answer texts (a JSON list, .gz or .xz ok)")
     ap.add_argument("--prefix", default="domain_", help="with --style: criteria families that name a style")
@@ -233,6 +316,16 @@ def main() -> None:
         if not (data / "quality" / "train.jsonl").is_file():
             raise SystemExit(f"{data / 'quality' / 'train.jsonl'}: no such file (usl data build-train --out {data})")
         print(json.dumps(pack_quality_inputs(data, Path(args.quality), out, args.head, args.tail)))
+        return
+    if args.gguf:
+        if not Path(args.gguf).is_file() or not Path(args.gguf).name.endswith(".gguf"):
+            raise SystemExit(f"--gguf {args.gguf}: no such .gguf file")
+        if not data.is_dir():
+            raise SystemExit(f"--data {data}: no such folder (the --substance carry whose texts the base will read)")
+        try:
+            print(json.dumps(pack_gguf(Path(args.gguf), data, out)))
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
         return
     if args.substance:
         quality = data if (data / "quality" / "train.jsonl").is_file() else None

@@ -61,3 +61,49 @@ def test_a_tokenizer_that_splits_words_into_pieces_is_refused_and_nothing_is_wri
     with pytest.raises(ValueError, match="model.gguf: .*nothing was written"):
         bb.convert_gguf(gguf, out)
     assert not out.exists() and not out.with_name("bb.tmp").exists()
+
+
+def test_a_gguf_packed_for_the_gpu_keeps_every_row_its_texts_use_and_the_tokenizer(tmp_path):
+    """scripts/make_gpu_carry.py --gguf on the real SmolLM2 GGUF: the parts put back together are the file
+    with the token embedding's unused rows zeroed; the rows the texts use, every other tensor and the
+    tokenizer read as before."""
+    import importlib.util
+    import lzma
+    import tarfile
+    from pathlib import Path
+
+    import numpy as np
+    from gguf import GGUFReader
+    from transformers import AutoTokenizer
+
+    spec = importlib.util.spec_from_file_location("carry", Path(__file__).resolve().parents[1] / "scripts"
+                                                  / "make_gpu_carry.py")
+    carry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(carry)
+    gguf = bb._alias_gguf("smollm2-135m", tmp_path)
+    texts = tmp_path / "texts"
+    (texts / "eval").mkdir(parents=True)
+    said = ["Kites soar above the dunes.", "Photosynthesis turns light into sugar."]
+    with lzma.open(texts / "eval" / "a.jsonl.xz", "wt") as f:
+        f.write(json.dumps({"q": said[0], "a": [{"content": said[1]}]}) + "\n")
+    counts = carry.pack_gguf(gguf, texts, tmp_path / "gm", part_bytes=20_000_000, preset=0)
+    parts = sorted((tmp_path / "gm").glob("p*/part"), key=lambda p: int(p.parent.name[1:]))
+    assert counts["parts"] == len(parts) > 1
+    back = tmp_path / "back.gguf"
+    back.write_bytes(lzma.decompress(b"".join(p.read_bytes() for p in parts)))
+    with tarfile.open(tmp_path / "gm" / "p0" / "tokenizer.tar.xz") as tar:
+        tar.extractall(tmp_path / "tok")
+    tok = AutoTokenizer.from_pretrained(tmp_path / "tok" / "tokenizer")
+    used = sorted({i for t in said for i in tok(t, add_special_tokens=False)["input_ids"]} | set(tok.all_special_ids))
+    assert counts["tokens_kept"] == len(used) < counts["tokens"]
+    assert tok(bb.TOKENIZER_PROBE)["input_ids"] == AutoTokenizer.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name)(bb.TOKENIZER_PROBE)["input_ids"]
+    old, new = ({t.name: t for t in GGUFReader(str(f)).tensors} for f in (gguf, back))
+    for name, t in old.items():
+        a, b = (np.asarray(x.data).reshape(int(x.shape[-1]), -1) for x in (t, new[name]))
+        if name != "token_embd.weight":
+            assert np.array_equal(a, b), name
+            continue
+        assert np.array_equal(a[used], b[used]) and a[used].any()
+        rest = np.setdiff1d(np.arange(len(a)), used)
+        assert not b[rest].any() and a[rest].any()

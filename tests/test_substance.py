@@ -135,8 +135,8 @@ def test_the_reader_trains_on_an_encoder_or_a_decoder_and_reloads_the_same(tmp_p
     items = [("explain python list", "a short concise answer", True), ("explain python list", "list list", False)] * 4
     history = train(model, items, items[:2], epochs=2, batch=4)
     assert history and all(np.isfinite(h["dev_log_loss"]) for h in history)
-    z = model.logits(["explain python list"] * 2, ["a short concise answer", "list list"])
     model.save(tmp_path / "weights" / "substance", {"recipe": {"base": str(base)}})
+    z = model.for_reading().logits(["explain python list"] * 2, ["a short concise answer", "list list"])
     bank = SubstanceBank(tmp_path / "weights" / "substance")     # the judge's way in: the card names the base
     assert np.allclose(bank.read(["explain python list"] * 2, ["a short concise answer", "list list"]), z, atol=1e-5)
 
@@ -166,7 +166,7 @@ def test_a_reader_with_a_quality_head_learns_pairs_and_serves_as_the_quality_rea
     model.save(folder, {"recipe": {"base": str(base), "heads": 2}})
     judge = load_judge(f"substance:{folder}", home=str(tmp_path / "home"))
     q = judge.readings(["name a fruit"] * 2, ["an apple is a fruit", "zzz"], ["fruit fruit fruit", "an apple is a fruit"])
-    r = model.readings(["name a fruit"] * 3, ["an apple is a fruit", "zzz", "fruit fruit fruit"])[:, 1]
+    r = model.for_reading().readings(["name a fruit"] * 3, ["an apple is a fruit", "zzz", "fruit fruit fruit"])[:, 1]
     assert np.allclose(q, [r[0] - r[2], r[1] - r[0]], atol=1e-4)
     assert judge.bank.values and not judge.bank.missing(["name a fruit"], ["zzz"])
     v = judge.judge([JudgeRequest(Criteria(("Anything",), ()), "name a fruit", "zzz", "an apple is a fruit")])
@@ -182,33 +182,6 @@ def test_a_reader_with_a_quality_head_learns_pairs_and_serves_as_the_quality_rea
     assert np.allclose(grown.readings(*texts)[:, 0], model1.logits(*texts), atol=1e-5)
     assert np.allclose(grown.readings(*texts)[:, 1], 0.0)
     assert any(p.requires_grad for p in grown.encoder.parameters())
-
-
-def test_a_loaded_reader_keeps_its_linear_weights_in_bfloat16_and_reads_the_same_to_the_bit(tmp_path):
-    """A saved reader read under CPU autocast (bfloat16): with its base's linear weights cast once at load
-    (``SubstanceModel._pack``, what a server holds from its start) it gives the readings of the same reader
-    whose layers cast their float32 weights at every call, bit for bit; embeddings, norms, LoRA and head stay
-    float32."""
-    import torch
-    from crm_fixtures import tiny_backbone
-
-    from usl.fast.substance import SubstanceModel
-
-    base = tiny_backbone(tmp_path / "llama", arch="llama")
-    SubstanceModel(base=str(base), heads=2).save(tmp_path / "reader", {"recipe": {"base": str(base), "heads": 2}})
-    plain, packed = (SubstanceModel(tmp_path / "reader", base=str(base)) for _ in range(2))
-    plain.frozen = False                    # never packed: casts at every call, as before
-    for m in (plain, packed):
-        m.bf16 = True                       # whatever this CPU's matrix units: the autocast path
-    texts = (["explain python list"] * 3, ["a short concise answer", "list list", "a longer answer " * 20])
-    assert np.array_equal(packed.readings(*texts), plain.readings(*texts))
-    linear = [m for n, m in packed.encoder.get_base_model().named_modules()
-              if isinstance(m, torch.nn.Linear) and "lora_" not in n]
-    assert linear and {m.weight.dtype for m in linear} == {torch.bfloat16}
-    assert packed.encoder.get_base_model().get_input_embeddings().weight.dtype == torch.float32
-    assert {p.dtype for n, p in packed.encoder.named_parameters() if "lora_" in n} == {torch.float32}
-    with pytest.raises(ValueError, match="bfloat16"):
-        packed.to(torch.device("meta"))
 
 
 # ------------------------------------------------------------------------------ on real data, for real

@@ -112,6 +112,7 @@ def _read_answers(ctx: typer.Context, benchmark: str, judges: list[str]) -> None
     if not judges:
         return
     from usl.cli.rank import _progress
+    from usl.judges.base import HasQualityTerm
     from usl.leaderboard.service import LeaderboardService
     from usl.leaderboard.types import LeaderboardSpec
 
@@ -120,7 +121,7 @@ def _read_answers(ctx: typer.Context, benchmark: str, judges: list[str]) -> None
         with _Clock() as clock, _progress(f"{spec}: reading answers", "answer") as progress:
             judge = svc.prepare(benchmark, spec, progress, quality=False)
         typer.echo(f"judge {spec}: answers read in {clock}")
-        reading = getattr(judge, "quality", None)
+        reading = judge.quality if isinstance(judge, HasQualityTerm) else None
         if reading is None:
             continue
         pairs = svc.pair_texts(LeaderboardSpec(benchmark=benchmark, judge=spec))

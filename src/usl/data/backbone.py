@@ -102,15 +102,18 @@ def resolve_backbone(spec: str, home: str | Path | None = None) -> Path:
                             "with config.json and weights, or a .gguf file")
 
 
-def convert_gguf(gguf_file: Path, out_dir: Path) -> Path:
-    """Dequantize a GGUF causal LM into fp32 safetensors + tokenizer in ``out_dir`` (atomically)."""
+def convert_gguf(gguf_file: Path, out_dir: Path, tokenizer: Path | None = None) -> Path:
+    """Dequantize a GGUF causal LM into fp32 safetensors + tokenizer in ``out_dir`` (atomically).
+    ``tokenizer``: a folder holding the tokenizer to use instead of the one rebuilt from the GGUF (one saved
+    where transformers rebuilds it right, for a box whose version does not)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     log.info("converting %s to fp32 safetensors in %s (once)", gguf_file, out_dir)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    tok = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+    tok = (AutoTokenizer.from_pretrained(str(tokenizer)) if tokenizer else
+           AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name))
     probe_ids = check_tokenizer(tok, str(gguf_file))
     model = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
                                                  dtype=torch.float32)

@@ -41,6 +41,7 @@ import numpy as np
 from usl import atomic
 from usl.data import backbone
 from usl.data.encoder import encoder_path
+from usl.fast.cpu_batches import cpu_reads_bf16, map_batches
 
 log = logging.getLogger(__name__)
 FOLDER = "substance"
@@ -88,9 +89,10 @@ class SubstanceModel:
     logit of A over B). ``readings(queries, answers)`` on the machine's device."""
 
     def __init__(self, folder: str | Path | None = None, base: str | None = None, lora_r: int = 16,
-                 heads: int = 1, trainable: bool = False):
+                 heads: int = 1, trainable: bool = False, dtype=None):
         """A saved reader from ``folder`` (``trainable``: to train on from it, ``heads``: outputs it then has,
-        a new one starting at zero), or a new one on ``base``."""
+        a new one starting at zero), or a new one on ``base``; ``dtype``: the base's weights as loaded (float32
+        by default)."""
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModel, AutoTokenizer
@@ -98,9 +100,8 @@ class SubstanceModel:
         base = str(base or encoder_path())
         if base in backbone.ALIASES or base.endswith(".gguf"):   # GGUF: converted once, in the default home's cache
             base = str(backbone.resolve_backbone(base))
-        self.base_dir = Path(base)
         self.tok = AutoTokenizer.from_pretrained(base)
-        enc = AutoModel.from_pretrained(base)   # a causal LM's checkpoint gives its body
+        enc = AutoModel.from_pretrained(base, dtype=dtype or torch.float32)   # a causal LM's checkpoint gives its body
         # an encoder (BERT-like: token types) reads the mean of its states; a decoder, whose last state has
         # seen everything, reads that one
         self.decoder = not getattr(enc.config, "type_vocab_size", 0)
@@ -125,20 +126,90 @@ class SubstanceModel:
             self.encoder = get_peft_model(enc, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, lora_dropout=0.05,
                                                           target_modules=targets))
         self.device = torch.device("cpu")
-        self.bf16 = _cpu_bf16(self.device)
-        self.frozen = folder is not None and not trainable
-        self._packed = False     # linear weights kept in bfloat16 (see _pack)
+        self.bf16 = cpu_reads_bf16(self.device)
 
     @property
     def heads(self) -> int:
         return self.head.out_features
 
+    def for_reading(self) -> SubstanceModel:
+        """This reader made ready to read only, in place: the LoRA merged into the linear layers (peft's
+        ``merge_and_unload``: no adapter to pass through a layer at a time) and, on a CPU with bf16 matrix
+        units, the body stored in bfloat16 (the head stays in float32), so no layer casts its float32
+        weights at each pass as ``autocast`` does: on one thread, 5.6-5.8 answers per CPU second against the
+        adapter's 4.3 under ``autocast``. The readings move by Pearson r 0.999
+        (``tests/test_substance_reading.py``, ``docs/log.md`` 2026-12-02). It can no longer be trained or saved."""
+        import torch
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            self.encoder = self.encoder.merge_and_unload()
+        self.encoder.eval()
+        if self.bf16:   # the weights; buffers (rotary frequencies) stay float32, as the model computes them
+            for p in self.encoder.parameters():
+                p.data = p.data.to(torch.bfloat16)
+            self.bf16 = False   # nothing left for autocast to cast
+        return self
+
+    @classmethod
+    def reader(cls, folder: str | Path, base: str | None = None, device=None) -> SubstanceModel:
+        """The saved reader in ``folder`` in :meth:`for_reading`'s form, built from the files without peft: the
+        body made empty, then filled one checkpoint tensor at a time, each LoRA pair merged into its layer in
+        float32 (as ``merge_and_unload`` does) and cast to the reading precision. Only the finished body stays
+        resident: SmolLM2 in bfloat16 adds 0.30 GB to a process (0.32 GB at the peak) and loads in 3.5 s, where
+        loading it with its adapter and merging added 0.45 GB (0.96 GB at the peak) in 7.3 s (``docs/log.md``,
+        2026-12-03). The readings are those of
+        ``SubstanceModel(folder).for_reading()`` to the bit (``tests/test_substance_reading.py``). An adapter
+        of another kind than plain LoRA (DoRA, rsLoRA, patterns) is loaded through peft instead."""
+        import torch
+        from safetensors import safe_open
+        from safetensors.torch import load_file
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        from transformers.initialization import no_init_weights
+
+        folder = Path(folder)
+        device = torch.device(device or "cpu")
+        lora_cfg = json.loads((folder / "adapter_config.json").read_text())
+        plain = (lora_cfg.get("peft_type") == "LORA" and lora_cfg.get("bias", "none") == "none"
+                 and not any(lora_cfg.get(k) for k in ("use_dora", "use_rslora", "fan_in_fan_out", "rank_pattern",
+                                                       "alpha_pattern", "lora_bias", "modules_to_save")))
+        base = str(base or encoder_path())
+        if base in backbone.ALIASES or base.endswith(".gguf"):
+            base = str(backbone.resolve_backbone(base))
+        shards = {k: f for f in sorted(Path(base).glob("*.safetensors")) for k in _tensor_names(f)}
+        if not plain or not shards:
+            return cls(folder, base=base).to(device).for_reading()
+        self = cls.__new__(cls)
+        self.tok = AutoTokenizer.from_pretrained(base)
+        self.device, self.bf16 = device, False
+        dtype = torch.bfloat16 if cpu_reads_bf16(device) else torch.float32
+        with no_init_weights():
+            body = AutoModel.from_config(AutoConfig.from_pretrained(base), dtype=dtype)
+        self.decoder = not getattr(body.config, "type_vocab_size", 0)
+        scale = lora_cfg["lora_alpha"] / lora_cfg["r"]
+        lora = load_file(str(folder / "adapter_model.safetensors"))
+        with torch.no_grad():
+            for name, t in body.state_dict().items():    # parameters and stored buffers
+                key = next((k for k in (name, "model." + name) if k in shards), None)
+                if key is None:
+                    raise ValueError(f"{base}: the checkpoint has no tensor {name}")
+                with safe_open(str(shards[key]), "pt") as f:   # opened a tensor at a time: its pages let go
+                    w = f.get_tensor(key)
+                a = lora.get(f"base_model.model.{name.removesuffix('.weight')}.lora_A.weight")
+                if a is not None and name.endswith(".weight"):
+                    b = lora[f"base_model.model.{name.removesuffix('.weight')}.lora_B.weight"]
+                    w = w.float() + (b.float() @ a.float()) * scale
+                t.copy_(w)
+        self.encoder = body.eval().to(device)
+        state = load_file(str(folder / "head.safetensors"))
+        self.head = torch.nn.Linear(body.config.hidden_size, state["weight"].shape[0])
+        self.head.load_state_dict(state)
+        self.head.to(device)
+        return self
+
     def to(self, device) -> SubstanceModel:
-        if self._packed and device.type != "cpu":
-            raise ValueError("this reader keeps its linear weights in bfloat16 for the CPU; load it again for "
-                             f"{device}")
         self.device = device
-        self.bf16 = _cpu_bf16(device)
+        self.bf16 = cpu_reads_bf16(device)
         self.encoder.to(device)
         self.head.to(device)
         return self
@@ -156,12 +227,13 @@ class SubstanceModel:
             if not self.decoder:
                 types[i, row.index(_sep(self.tok)) + 1:len(row)] = 1
         x, mask = x.to(self.device), mask.to(self.device)
+        dtype = self.head.weight.dtype   # the head reads in its own precision (float32) whatever the body's
         if self.decoder:   # right-padded: the last real token of each row
             h = self.encoder(input_ids=x, attention_mask=mask).last_hidden_state
-            return self.head(h[torch.arange(len(ids), device=self.device), mask.sum(1) - 1])
+            return self.head(h[torch.arange(len(ids), device=self.device), mask.sum(1) - 1].to(dtype))
         h = self.encoder(input_ids=x, attention_mask=mask, token_type_ids=types.to(self.device)).last_hidden_state
         m = mask.unsqueeze(-1).to(h.dtype)
-        return self.head((h * m).sum(1) / m.sum(1))
+        return self.head(((h * m).sum(1) / m.sum(1)).to(dtype))
 
     def logits(self, queries: Sequence[str], answers: Sequence[str], batch: int | None = None,
                progress: Progress | None = None) -> np.ndarray:
@@ -171,50 +243,27 @@ class SubstanceModel:
     def readings(self, queries: Sequence[str], answers: Sequence[str], batch: int | None = None,
                  progress: Progress | None = None) -> np.ndarray:
         """(n, heads): ``z`` and, with a quality head, ``r`` for each (query, answer), read in batches of similar
-        length (default: 8 on a CPU, where small batches read twice as fast as 64
-        (``scripts/bench_substance_reader.py``); 64 on a GPU)."""
+        length (default: 4 on a CPU, where small batches read faster than large ones, with less padding and
+        memory traffic: 4 read 6.4-7.0 answers per CPU second, 8 5.6-6.0, 16 5.3 (``docs/log.md``,
+        2026-12-02); 64 on a GPU). On a CPU the batches are spread
+        over the cores, one a core (``cpu_batches.map_batches``)."""
         import torch
 
-        batch = batch or (8 if self.device.type == "cpu" else 64)
-        if self.frozen and self.bf16 and not self._packed:
-            self._pack()
-
+        cpu = self.device.type == "cpu"
+        batch = batch or (4 if cpu else 64)
         ids = [reading_ids(self.tok, q, a) for q, a in zip(queries, answers)]
         order = np.argsort([len(x) for x in ids], kind="stable")
         out = np.zeros((len(ids), self.heads), np.float32)
         self.encoder.eval()
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
-            for start in range(0, len(ids), batch):
-                idx = order[start:start + batch]
+        batches = [order[start:start + batch] for start in range(0, len(ids), batch)]
+
+        def read(idx: np.ndarray) -> None:   # grad mode and autocast are per thread: set in the reading one
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
                 out[idx] = self.forward([ids[i] for i in idx]).float().cpu().numpy()
-                if progress:
-                    progress(min(start + batch, len(ids)), len(ids))
+
+        done = (lambda k: progress(min(k * batch, len(ids)), len(ids))) if progress else None
+        map_batches(read, batches, done, workers=None if cpu else 1)
         return out
-
-    def _pack(self) -> None:
-        """Keep the base's linear weights in bfloat16, the rest (embeddings, norms, LoRA, head) in float32.
-
-        Under CPU autocast a linear layer casts its float32 weight to bfloat16 at each call (autocast caches
-        the casts of weights that need a gradient only, and the frozen base's do not). Cast once here, the
-        readings are the same to the bit (the layer computes in bfloat16 either way; ``tests/test_substance.py``)
-        and no batch casts 430 MB of weights again. The weights are read for it from the checkpoint's file
-        (``_unmapped``), not through the memory map transformers loaded them by, whose pages would stay
-        resident; what stays float32 gets memory of its own, so the map is let go. A server loads the reader
-        at start: this keeps what it holds to about 350 MB, and its peak while loading close to that."""
-        import torch
-
-        read, base = _unmapped(self.base_dir), self.encoder.get_base_model()
-        linear = {id(m.weight) for m in base.modules() if isinstance(m, torch.nn.Linear)}
-        linear |= {id(m.bias) for m in base.modules() if isinstance(m, torch.nn.Linear) and m.bias is not None}
-        for name, p in base.named_parameters():
-            if "lora_" in name or p.dtype != torch.float32:
-                continue
-            t = read(name.replace(".base_layer.", "."), p.data)
-            p.data = t.to(torch.bfloat16) if id(p) in linear else t if t is not p.data else t.clone()
-        rest = [p for name, p in self.encoder.named_parameters() if "lora_" in name]
-        for t in [*rest, *self.encoder.buffers()]:          # off any map too
-            t.data = t.data.clone()
-        self._packed = True
 
     def save(self, folder: str | Path, card: dict) -> None:
         from safetensors.torch import save_file
@@ -228,35 +277,11 @@ class SubstanceModel:
         (folder / "card.json").write_text(json.dumps(card, indent=1) + "\n")
 
 
-def _unmapped(folder: Path) -> Callable:
-    """``read(name, loaded)``: the tensor ``name`` of the safetensors checkpoint in ``folder`` (with or without a
-    causal LM's ``model.`` prefix), read with ``pread`` into memory of its own; ``loaded`` where the checkpoint
-    has no such tensor or one that differs from it (its first row is compared)."""
+def _tensor_names(path: Path) -> list[str]:
     from safetensors import safe_open
 
-    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
-    where = {}
-    for f in files:
-        handle = safe_open(str(f), "pt", backend="pread")
-        where.update((k, handle) for k in handle.keys())
-
-    def read(name: str, loaded):
-        key = next((k for k in (name, "model." + name) if k in where), None)
-        if key is None:
-            return loaded
-        t = where[key].get_tensor(key)
-        same = t.shape == loaded.shape and t.dtype == loaded.dtype and bool((t[:1] == loaded[:1]).all())
-        return t if same else loaded
-
-    return read
-
-
-def _cpu_bf16(device) -> bool:
-    """Whether to read in bfloat16 on this CPU: where it has bf16 matrix units (AVX512-BF16, AMX), a decoder
-    reads about twice as fast and its logits move by at most 0.1 (``scripts/bench_substance_reader.py``)."""
-    import torch
-
-    return device.type == "cpu" and bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+    with safe_open(str(path), "pt") as f:
+        return list(f.keys())
 
 
 def train(model: SubstanceModel, train_items: Sequence[tuple[str, str, bool]],
@@ -410,17 +435,20 @@ class SubstanceBank:
         return np.array([self.values[k][col] for k in keys], dtype=np.float32)
 
     def model(self) -> SubstanceModel:
-        """The reader, loaded on first use (the base's weights, its LoRA and head: a few hundred MB)."""
+        """The reader in its reading form (:meth:`SubstanceModel.reader`), loaded on first use, on the GPU where
+        there is one."""
         with self._loading:
             if self._model is None:
+                import torch
+
                 base = self.card.get("recipe", {}).get("base")
-                self._model = SubstanceModel(self.folder, base=None if base in (None, DEFAULT_BASE) else base)
+                self._model = SubstanceModel.reader(self.folder, base=None if base in (None, DEFAULT_BASE) else base,
+                                                    device="cuda" if torch.cuda.is_available() else "cpu")
             return self._model
 
     def load_reader(self) -> None:
         """Load the reader and read one made-up pair, storing nothing: a server does this at start, so that
-        no request grows its memory by loading a model (the first pass also sets up the CPU's kernels, about
-        as long again as a reading)."""
+        no request grows its memory by loading a model (the first pass also sets up the CPU's kernels)."""
         self.model().readings(["warm-up"], ["warm-up"])
 
     def _save(self, fresh: dict[str, tuple[float, ...]]) -> None:
