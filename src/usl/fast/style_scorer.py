@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from usl import atomic
-from usl.fast.cpu_batches import cpu_reads_bf16
+from usl.fast.cpu_batches import SHAPE_STEP, cpu_reads_bf16
 from usl.fast.register import weights_fingerprint
 from usl.data.encoder import encoder_path
 
@@ -271,7 +271,9 @@ class StyleScorer:
             for s in tqdm(range(0, len(order), batch), desc="style scores", unit="batch",
                           disable=len(order) < 4 * batch):
                 idx = order[s:s + batch]
-                x = tok.pad({"input_ids": [ids[i] for i in idx]}, return_tensors="pt").to(device)
+                # padded to a multiple of SHAPE_STEP tokens: the CPU's kernels are made and kept per shape
+                x = tok.pad({"input_ids": [ids[i] for i in idx]}, pad_to_multiple_of=SHAPE_STEP,
+                            return_tensors="pt").to(device)
                 out[idx] = sum(_pooled(enc, head, x) for enc, head in nets).cpu().numpy() / len(nets)
         return out
 
