@@ -132,9 +132,15 @@ def _answers_of_many_lengths() -> list[str]:
     return [" ".join(words[j % len(words)] for j in range(n)) + f" ({n})" for n in (1, 3, 9, 30, 31, 70, 200)]
 
 
-def test_style_scores_match_peft_merged_networks_for_every_member(fitted, base):
-    """Two members (the second one's LoRA halved), texts shorter and longer than max_len, batches of 3."""
+def test_style_scores_match_peft_merged_networks_for_every_member(fitted, base, monkeypatch):
+    """Two members (the second one's LoRA halved), texts shorter and longer than max_len, batches of 3; in
+    float32 on any CPU (bfloat16, where a CPU reads in it, is held to the shipped table elsewhere:
+    ``tests/test_substance_reading.py``)."""
     from dataclasses import replace
+
+    import usl.fast.style_scorer as style_scorer
+
+    monkeypatch.setattr(style_scorer, "cpu_reads_bf16", lambda device: False)
 
     scorer, _ = fitted
     state = dict(scorer.state)
@@ -153,10 +159,12 @@ def test_merging_lora_that_fits_no_layer_is_named(fitted, base):
         StyleScorer(scorer.cfg, bad, base_path=base).compute(["a"])
 
 
-def test_the_shipped_style_scorer_matches_peft_merged_networks():
-    """The default judge's style scorer, on the packaged MiniLM."""
+def test_the_shipped_style_scorer_matches_peft_merged_networks(monkeypatch):
+    """The default judge's style scorer, on the packaged MiniLM, in float32."""
+    import usl.fast.style_scorer as style_scorer
     from usl.weights import shipped
 
+    monkeypatch.setattr(style_scorer, "cpu_reads_bf16", lambda device: False)
     texts = _answers_of_many_lengths() + [" ".join(["word"] * 400)]
     scorer = StyleScorer.load(shipped("fast-crm"))
     np.testing.assert_allclose(scorer.compute(texts, batch=3), _peft_scores(scorer, texts, batch=3), atol=1e-4)

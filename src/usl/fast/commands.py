@@ -142,7 +142,7 @@ def train_style_command(
         device = "cuda" if torch.cuda.is_available() else "cpu"
         tables = {}
         for name, (keys, texts) in sets.items():
-            scores = scorer.compute(texts, batch=128 if device == "cuda" else 32, device=device) if texts else []
+            scores = scorer.compute(texts, batch=128 if device == "cuda" else None, device=device) if texts else []
             tables[name] = dict(zip(keys, scores))
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)

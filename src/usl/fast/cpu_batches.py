@@ -23,6 +23,14 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+# Readers pad each batch to a multiple of this many tokens. On a CPU, PyTorch's kernels for a matrix shape are
+# made on its first use and kept (oneDNN's primitive cache), and batches padded to their longest text bring new
+# shapes nearly every batch: a pass over new answers kept 46-124 MB more (the style scorer's first) and
+# 74-139 MB more (each of the substance reader's first two). Padded to steps of 32 tokens, the style scorer kept
+# nothing after loading and the substance reader's process stayed within 870-920 MB over eight passes; the
+# readings move by less than their bfloat16 noise (r 0.9996-0.9998), no slower (``docs/log.md``, 2026-12-03).
+SHAPE_STEP = 32
+
 
 def map_batches(read: Callable[[T], None], batches: Sequence[T], progress: Callable[[int], None] | None = None,
                 workers: int | None = None) -> None:

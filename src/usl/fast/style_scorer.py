@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from usl import atomic
-from usl.fast.cpu_batches import cpu_reads_bf16
+from usl.fast.cpu_batches import SHAPE_STEP, cpu_reads_bf16
 from usl.fast.register import weights_fingerprint
 from usl.data.encoder import encoder_path
 
@@ -256,14 +256,16 @@ class StyleScorer:
         no request grows its memory by loading a model."""
         self.compute(["warm-up"])
 
-    def compute(self, texts: Sequence[str], batch: int = 32, device: str = "cpu") -> np.ndarray:
+    def compute(self, texts: Sequence[str], batch: int | None = None, device: str = "cpu") -> np.ndarray:
         """Scores by the network, ignoring the tables.
 
         Each text is tokenized once for every member, and batches hold texts of similar token counts,
         padded to the longest of the batch: the encoder's cost is its tokens, so sorting by tokens
         rather than characters leaves less padding to read. On 2 CPU cores the encoder passes are
         nearly all of the cost of a new answer (``scripts/bench_add_model.py``); on a CPU with bf16 matrix
-        units the encoders read in bfloat16 (``cpu_reads_bf16``), about four times as fast."""
+        units the encoders read in bfloat16 (``cpu_reads_bf16``), about four times as fast. ``batch``: 8 texts
+        on a CPU (483 answers, after a first call: 4.5 s and no peak growth, against 6.2 s and 84-148 MB in
+        batches of 32; ``docs/log.md``, 2026-12-03), 32 on a GPU."""
         out = np.zeros((len(texts), len(self.cfg.labels)), np.float32)
         if not texts:
             return out
@@ -271,6 +273,7 @@ class StyleScorer:
         from tqdm.auto import tqdm
 
         tok, nets = self._model()
+        batch = batch or (8 if str(device).startswith("cpu") else 32)
         dtype = torch.bfloat16 if cpu_reads_bf16(device) else torch.float32
         for enc, head in nets:
             enc.to(device, dtype)
@@ -281,7 +284,9 @@ class StyleScorer:
             for s in tqdm(range(0, len(order), batch), desc="style scores", unit="batch",
                           disable=len(order) < 4 * batch):
                 idx = order[s:s + batch]
-                x = tok.pad({"input_ids": [ids[i] for i in idx]}, return_tensors="pt").to(device)
+                # padded to a multiple of SHAPE_STEP tokens: the CPU's kernels are made and kept per shape
+                x = tok.pad({"input_ids": [ids[i] for i in idx]}, pad_to_multiple_of=SHAPE_STEP,
+                            return_tensors="pt").to(device)
                 out[idx] = sum(_pooled(enc, head, x) for enc, head in nets).cpu().numpy() / len(nets)
         return out
 
@@ -565,7 +570,7 @@ def fit_style(groups: Sequence[Mapping[str, str]], cfg: StyleScorerConfig, base_
         state = _fit_one([g for g, i in zip(groups, fold) if i != f], cfg, base_path, device, cfg.seed + 1 + f)
         mine = list(dict.fromkeys(t for g, i in zip(groups, fold) if i == f for t in g.values()))
         fold_scorer = StyleScorer(cfg, {k: v.half() for k, v in state.items()}, base_path=base_path)
-        held.update(zip(mine, fold_scorer.compute(mine, batch=128 if device != "cpu" else 32, device=device)))
+        held.update(zip(mine, fold_scorer.compute(mine, batch=128 if device != "cpu" else None, device=device)))
     log.info("style scorer: fitting on all %d queries", len(groups))
     state = {k: v.half() for k, v in _fit_one(groups, cfg, base_path, device, cfg.seed).items()}
     return StyleScorer(cfg, state, base_path=base_path), held

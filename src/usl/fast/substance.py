@@ -41,7 +41,7 @@ import numpy as np
 from usl import atomic
 from usl.data import backbone
 from usl.data.encoder import encoder_path
-from usl.fast.cpu_batches import cpu_reads_bf16, map_batches
+from usl.fast.cpu_batches import SHAPE_STEP, cpu_reads_bf16, map_batches
 
 log = logging.getLogger(__name__)
 FOLDER = "substance"
@@ -217,7 +217,7 @@ class SubstanceModel:
     def forward(self, ids: Sequence[list[int]]):
         import torch
 
-        n = max(len(x) for x in ids)
+        n = -(-max(len(x) for x in ids) // SHAPE_STEP) * SHAPE_STEP   # padded: a bounded set of shapes
         x = torch.zeros(len(ids), n, dtype=torch.long)
         mask = torch.zeros(len(ids), n, dtype=torch.long)
         types = torch.zeros(len(ids), n, dtype=torch.long)
