@@ -80,3 +80,11 @@ def cpu_reads_bf16(device) -> bool:
     import torch
 
     return str(device).startswith("cpu") and bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+
+
+def warm_up_texts(longest: int, per_shape: int) -> list[str]:
+    """Made-up texts, ``per_shape`` of each length from one ``SHAPE_STEP`` to ``longest`` tokens or so: read once
+    at a server's start, they make the kernels of every batch shape a reader meets (each text about one token a
+    word), so that the first requests of new answers find them made."""
+    return [" ".join(["word"] * (k * SHAPE_STEP - 8)) for k in range(1, longest // SHAPE_STEP + 1)
+            for _ in range(per_shape)]

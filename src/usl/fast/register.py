@@ -77,7 +77,9 @@ class RegisterScorer:
         return weights_fingerprint(self.cfg, (self.idf.tobytes(), self.coef.tobytes()))
 
     def load_network(self) -> None:
-        """Nothing to load: its weights are two arrays, read with the model."""
+        """Score a made-up text: its weights are two arrays read with the model, but its first scores import
+        scikit-learn's and SciPy's sparse code (about 60 MB), which a server pays at start, not in a request."""
+        self.scores(["warm-up"])
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from usl import atomic
-from usl.fast.cpu_batches import SHAPE_STEP, cpu_reads_bf16
+from usl.fast.cpu_batches import SHAPE_STEP, cpu_reads_bf16, warm_up_texts
 from usl.fast.register import weights_fingerprint
 from usl.data.encoder import encoder_path
 
@@ -252,9 +252,9 @@ class StyleScorer:
         return tok, nets
 
     def load_network(self) -> None:
-        """Load the network and score one made-up text, storing nothing: a server does this at start, so that
-        no request grows its memory by loading a model."""
-        self.compute(["warm-up"])
+        """Load the network and score made-up texts of every batch shape (``warm_up_texts``), storing nothing: a
+        server does this at start, so that no request grows its memory by loading a model or making kernels."""
+        self.compute(warm_up_texts(self.cfg.max_len, per_shape=8))
 
     def compute(self, texts: Sequence[str], batch: int | None = None, device: str = "cpu") -> np.ndarray:
         """Scores by the network, ignoring the tables.

@@ -41,7 +41,7 @@ import numpy as np
 from usl import atomic
 from usl.data import backbone
 from usl.data.encoder import encoder_path
-from usl.fast.cpu_batches import SHAPE_STEP, cpu_reads_bf16, map_batches
+from usl.fast.cpu_batches import SHAPE_STEP, cpu_reads_bf16, map_batches, warm_up_texts
 
 log = logging.getLogger(__name__)
 FOLDER = "substance"
@@ -447,9 +447,11 @@ class SubstanceBank:
             return self._model
 
     def load_reader(self) -> None:
-        """Load the reader and read one made-up pair, storing nothing: a server does this at start, so that
-        no request grows its memory by loading a model (the first pass also sets up the CPU's kernels)."""
-        self.model().readings(["warm-up"], ["warm-up"])
+        """Load the reader and read made-up pairs of every batch shape (``warm_up_texts``), storing nothing: a
+        server does this at start, so that no request grows its memory by loading a model or making kernels."""
+        answers = warm_up_texts(HEAD_TOKENS + TAIL_TOKENS, per_shape=4)
+        queries = ["warm-up"] * len(answers) + [" ".join(["word"] * QUERY_TOKENS)] * len(answers)
+        self.model().readings(queries, answers * 2)     # short and longest queries: every length to the longest
 
     def _save(self, fresh: dict[str, tuple[float, ...]]) -> None:
         if self.cache is None:

@@ -229,7 +229,7 @@ class FactoredJudge:
     def prepare(self, queries: Sequence[str], answers: Sequence[str], progress=None) -> None:
         self.warm()
 
-    def load_readers(self) -> None:
+    def load_readers(self, criteria: Sequence[str] = ()) -> None:
         """The CRM that reads new pairs is the one :meth:`warm` loads (``LoadsReaders``)."""
         self.warm()
 

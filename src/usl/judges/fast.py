@@ -209,16 +209,18 @@ class FastJudge:
                 self._z[rows[idx]] = z[idx]
         return z
 
-    def load_readers(self) -> None:
+    def load_readers(self, criteria: Sequence[str] = ()) -> None:
         """The models that read a new answer, loaded and run once (``LoadsReaders``): the style scorer's MiniLM,
         the substance reader (SmolLM2-135M, which reads the quality term too) and any other local quality
-        reader. About 0.5 GB and 10-30 s of CPU; a server does it at start."""
+        reader; then ``criteria`` read. About 0.6 GB and 10-30 s of CPU; a server does it at start."""
         if self.model.register is not None:
             self.model.register.load_network()
         if self.substance is not None:
             self.substance.load_reader()
         if self.quality is not None and self.quality.local and isinstance(self.quality.reader, LoadsReaders):
-            self.quality.reader.load_readers()
+            self.quality.reader.load_readers()   # its criteria are ours
+        if criteria:    # made up, the largest set a request may bring: the criteria passes' buffers grow here
+            self._criteria(list(criteria))
 
     def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         texts, signs = zip(*(split_sign(c) for c in crit))

@@ -25,7 +25,7 @@ from usl.fast.length_intent import read_wishes
 from usl.judges.base import LoadsReaders, StoresReadings
 from usl.judges.redact import public_judge
 from usl.leaderboard.calibrations import check_fits
-from usl.leaderboard.limits import InputError
+from usl.leaderboard.limits import LIMITS, InputError
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views
 from usl.server.config import ServerConfig
@@ -285,21 +285,25 @@ def _warm_judges(service: Any, specs: tuple[str, ...], benchmark: str) -> None:
 
 def _warm_readers(service: Any, specs: tuple[str, ...]) -> None:
     """Load the models with which the served judges read new answers (``LoadsReaders``: the default judge's
-    style scorer and substance reader, about 0.5 GB), so that no request, a reward batch of new responses or a
-    board of a new model, grows the server by loading one (issue 48: at most 200 MB a request)."""
+    style scorer and substance reader, about 0.5 GB), and have them read the largest set of criteria a request
+    may bring (made up), so that no request, a reward batch of new responses or a board of a new model, grows
+    the server by loading a model or by the first use of its buffers."""
     _give_back_freed_memory()     # the first start's reading of every answer leaves ~200 MB freed but held
+    words = "word " * (LIMITS.max_criterion_chars // len("word ") - 4)
+    largest = [f"warm-up {i} {words}" for i in range(2 * LIMITS.max_criteria)]
     for spec in specs:
         try:
             judge = service.judge(spec)
             if isinstance(judge, LoadsReaders):
-                judge.load_readers()
+                judge.load_readers(largest)
         except Exception as e:  # noqa: BLE001
             log.warning("loading the readers of judge %s failed: %s", public_judge(spec), e)
+    _give_back_freed_memory()     # what loading and the made-up readings freed
 
 
 def _give_back_freed_memory() -> None:
     """Return the C heap's freed pages to the system (glibc's ``malloc_trim``; elsewhere nothing), so that the
-    readers loaded next do not stack on memory the process no longer uses (issue 47: peak at most 1.5 GB)."""
+    readers loaded next do not stack on memory the process no longer uses."""
     gc.collect()
     try:
         ctypes.CDLL(None).malloc_trim(0)
