@@ -37,6 +37,7 @@ import hashlib
 import json
 import logging
 import random
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -210,6 +211,7 @@ class StyleScorer:
         self.cache_dir: Path | None = None  # set by a judge: computed scores persist there
         self._cache: dict[bytes, np.ndarray] | None = None
         self._net = None
+        self._loading = threading.Lock()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -223,25 +225,30 @@ class StyleScorer:
     # -- scoring -----------------------------------------------------------------------------------
     def _model(self):
         """(tokenizer, [(merged encoder, head) per member]): the base encoder is read once and each
-        member's LoRA merged into a copy of it (``merge_lora``), as peft's ``merge_and_unload`` would."""
-        if self._net is None:
-            import copy
+        member's LoRA merged into a copy of it (``merge_lora``), as peft's ``merge_and_unload`` would; loaded
+        by one thread, whichever asks first."""
+        with self._loading:
+            if self._net is None:
+                self._net = self._build()
+            return self._net
 
-            import torch
+    def _build(self):
+        import copy
 
-            tok, base = _base_encoder(self.cfg, self.base_path)
-            nets = []
-            for i in range(self.cfg.members):
-                state = {k: torch.as_tensor(v) for k, v in _member_state(self.state, i).items()}
-                lora = {k[len("lora."):]: v for k, v in state.items() if k.startswith("lora.")}
-                if not lora:
-                    raise ValueError(f"style scorer: member {i}'s weights do not fit the encoder (no LoRA tensors)")
-                enc = merge_lora(copy.deepcopy(base), lora, LORA_SCALE)
-                head = torch.nn.Linear(base.config.hidden_size, len(self.cfg.labels))
-                head.load_state_dict({k[len("head."):]: v.float() for k, v in state.items() if k.startswith("head.")})
-                nets.append((enc.eval(), head.eval()))
-            self._net = (tok, nets)
-        return self._net
+        import torch
+
+        tok, base = _base_encoder(self.cfg, self.base_path)
+        nets = []
+        for i in range(self.cfg.members):
+            state = {k: torch.as_tensor(v) for k, v in _member_state(self.state, i).items()}
+            lora = {k[len("lora."):]: v for k, v in state.items() if k.startswith("lora.")}
+            if not lora:
+                raise ValueError(f"style scorer: member {i}'s weights do not fit the encoder (no LoRA tensors)")
+            enc = merge_lora(copy.deepcopy(base), lora, LORA_SCALE)
+            head = torch.nn.Linear(base.config.hidden_size, len(self.cfg.labels))
+            head.load_state_dict({k[len("head."):]: v.float() for k, v in state.items() if k.startswith("head.")})
+            nets.append((enc.eval(), head.eval()))
+        return tok, nets
 
     def compute(self, texts: Sequence[str], batch: int | None = None, device: str = "cpu") -> np.ndarray:
         """Scores by the network, ignoring the tables.

@@ -393,6 +393,7 @@ class SubstanceBank:
         for path in (self.folder / BOARD_FILE, self.cache):
             self.values.update(_read(path))
         self._model: SubstanceModel | None = None
+        self._loading = threading.Lock()    # one model per bank, whichever thread asks first
         card = self.folder / "card.json"
         self.card = json.loads(card.read_text()) if card.is_file() else {}
         self.heads = int(self.card.get("recipe", {}).get("heads", 1))
@@ -426,18 +427,24 @@ class SubstanceBank:
         keys = [key(q, a) for q, a in zip(queries, answers)]
         todo = {k: (q, a) for k, q, a in zip(keys, queries, answers) if k not in self.values}
         if todo:
-            if self._model is None:
-                base = self.card.get("recipe", {}).get("base")
-                import torch
-
-                self._model = SubstanceModel.reader(self.folder, base=None if base in (None, DEFAULT_BASE) else base,
-                                                    device="cuda" if torch.cuda.is_available() else "cpu")
             pairs = list(todo.values())
-            got = self._model.readings([q for q, _ in pairs], [a for _, a in pairs], progress=progress)
+            got = self.model().readings([q for q, _ in pairs], [a for _, a in pairs], progress=progress)
             fresh = {k: tuple(row) for k, row in zip(todo, got.tolist())}
             self.values.update(fresh)
             self._save(fresh)
         return np.array([self.values[k][col] for k in keys], dtype=np.float32)
+
+    def model(self) -> SubstanceModel:
+        """The reader in its reading form (:meth:`SubstanceModel.reader`), loaded on first use (by one thread,
+        whichever asks first), on the GPU where there is one."""
+        with self._loading:
+            if self._model is None:
+                import torch
+
+                base = self.card.get("recipe", {}).get("base")
+                self._model = SubstanceModel.reader(self.folder, base=None if base in (None, DEFAULT_BASE) else base,
+                                                    device="cuda" if torch.cuda.is_available() else "cpu")
+            return self._model
 
     def _save(self, fresh: dict[str, tuple[float, ...]]) -> None:
         if self.cache is None:
