@@ -212,6 +212,7 @@ class StyleScorer:
         self._cache: dict[bytes, np.ndarray] | None = None
         self._net = None
         self._loading = threading.Lock()
+        self._where: tuple | None = None   # (device, dtype) the networks were last moved to
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -268,10 +269,13 @@ class StyleScorer:
 
         tok, nets = self._model()
         batch = batch or (8 if str(device).startswith("cpu") else 32)
-        dtype = torch.bfloat16 if cpu_reads_bf16(device) else torch.float32
-        for enc, head in nets:
-            enc.to(device, dtype)
-            head.to(device)
+        where = (str(device), torch.bfloat16 if cpu_reads_bf16(device) else torch.float32)
+        with self._loading:     # moved once, by one thread: another may be reading with the networks
+            if self._where != where:
+                for enc, head in nets:
+                    enc.to(device, where[1])
+                    head.to(device)
+                self._where = where
         ids = tok(list(texts), truncation=True, max_length=self.cfg.max_len)["input_ids"]
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
         with torch.inference_mode():
