@@ -13,7 +13,7 @@ manages 0.78 (``scripts/domain_ceiling.py``).
 Its scores are extra answer features of the fast CRM (``style_<label>``), after the n-gram
 register's. Training answers get cross-fitted scores (``fit_style`` returns them); a GPU makes
 fitting a matter of minutes (``usl train-style``). Judging runs on the CPU: one encoder pass per
-member for each new answer, in bfloat16 where the CPU has bf16 units (483 AlpacaEval answers in about 7 s
+member for each new answer, in bfloat16 where the CPU has bf16 units (483 AlpacaEval answers in about 5 s
 on 2 cores; ``scripts/bench_add_model.py``). Answers it has scored before are looked up instead:
 a table of known answers shipped with the weights (the default board's, so that a first start costs
 nothing extra), and a disk cache of what it computed.
