@@ -7,12 +7,15 @@ a fresh process, wall clock from start to exit, with criteria never asked before
 answers it) and the default options (all topics, CIs, per-criterion breakdown). Medians of ``--runs``:
 
 1. ``rank --no-server``: the command loads the judge, the benchmark and its answer vectors itself
-   (target <= 3 s on 2 idle cores; it must import neither torch nor transformers);
-2. ``misspelt topic --no-server``: ``usl rank --topics nosuchtopic`` answered with the list of topics
-   (target <= 1 s);
-3. a ``usl --home DIR serve`` is started (and waited for: its default board ranked), then
-   ``rank via serve`` (``usl rank`` finds it through the data directory and asks it), ``compare via
-   serve`` (two new criteria sets), ``misspelt topic via serve`` (targets <= 0.5 s, <= 0.5 s, <= 1 s).
+   (target <= 3 s on 2 idle cores; it must import neither torch nor transformers); the same with
+   ``--reference alpaca_eval_2`` (the rank correlation with the published board), and ``compare`` of two
+   new criteria sets (<= 3 s each);
+2. ``misspelt topic --no-server``: ``usl rank --topics nosuchtopic`` answered with the list of topics;
+   the same for ``--reference nosuchboard`` and ``--benchmark nosuchbench`` (targets <= 1 s);
+3. a ``usl --home DIR serve`` is started (and waited for: its default board ranked), then the same
+   through it: ``rank via serve`` (``usl rank`` finds it through the data directory and asks it),
+   ``rank --reference via serve``, ``compare via serve`` (targets <= 0.5 s) and the three misspellings
+   (<= 1 s).
 
 The in-process and served boards must have the same rows (checked on the last in-process criteria).
 The 1-minute load average is printed with every run: the machine may be shared.
@@ -35,8 +38,11 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-TARGETS_S = {"rank --no-server": 3.0, "misspelt topic --no-server": 1.0, "rank via serve": 0.5,
-             "compare via serve": 0.5, "misspelt topic via serve": 1.0}
+TARGETS_S = {"rank --no-server": 3.0, "rank --reference --no-server": 3.0, "compare --no-server": 3.0,
+             "misspelt topic --no-server": 1.0, "misspelt reference --no-server": 1.0,
+             "misspelt benchmark --no-server": 1.0, "rank via serve": 0.5, "rank --reference via serve": 0.5,
+             "compare via serve": 0.5, "misspelt topic via serve": 1.0, "misspelt reference via serve": 1.0,
+             "misspelt benchmark via serve": 1.0}
 
 
 def usl(home: str, *args: str, ok: bool = True) -> tuple[float, float, str]:
@@ -73,16 +79,27 @@ def main() -> None:
     ap.add_argument("--json-out")
     args = ap.parse_args()
     stamp = f"{time.time():.0f}"
-    fresh = iter(f"Answers a busy engineer can act on at once (set {stamp}-{i})" for i in range(10 * args.runs))
+    fresh = iter(f"Answers a busy engineer can act on at once (set {stamp}-{i})" for i in range(20 * args.runs))
     rank = lambda c, *extra: ("rank", "--criteria", c, "--avoid", "Filler", "--format", "json", *extra)  # noqa: E731
     typo = ("rank", "--topics", "nosuchtopic", "--criteria", "Concise")
+    typo_ref = ("rank", "--reference", "nosuchboard", "--criteria", "Concise")
+    typo_bench = ("rank", "--benchmark", "nosuchbench", "--criteria", "Concise")
+    ref = ("--reference", "alpaca_eval_2")
     took: dict[str, list[float]] = {way: [] for way in TARGETS_S}
 
     last_local = None
     for _ in range(args.runs):
         last = next(fresh)
         last_local = json.loads(timed("rank --no-server", took["rank --no-server"], args.home, *rank(last, "--no-server")))
+        timed("rank --reference --no-server", took["rank --reference --no-server"], args.home,
+              *rank(next(fresh), *ref, "--no-server"))
+        timed("compare --no-server", took["compare --no-server"], args.home, "compare", "--a-criteria", next(fresh),
+              "--b-criteria", next(fresh), "--json", "--no-server")
         timed("misspelt topic --no-server", took["misspelt topic --no-server"], args.home, *typo, "--no-server", ok=False)
+        timed("misspelt reference --no-server", took["misspelt reference --no-server"], args.home, *typo_ref,
+              "--no-server", ok=False)
+        timed("misspelt benchmark --no-server", took["misspelt benchmark --no-server"], args.home, *typo_bench,
+              "--no-server", ok=False)
 
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "usl.cli", "--home", args.home, "serve", "--port", str(port),
@@ -102,7 +119,11 @@ def main() -> None:
             timed("rank via serve", took["rank via serve"], args.home, *rank(next(fresh)))
             timed("compare via serve", took["compare via serve"], args.home, "compare", "--a-criteria", next(fresh),
                   "--b-criteria", next(fresh), "--json")
+            timed("rank --reference via serve", took["rank --reference via serve"], args.home, *rank(next(fresh), *ref))
             timed("misspelt topic via serve", took["misspelt topic via serve"], args.home, *typo, ok=False)
+            timed("misspelt reference via serve", took["misspelt reference via serve"], args.home, *typo_ref, ok=False)
+            timed("misspelt benchmark via serve", took["misspelt benchmark via serve"], args.home, *typo_bench,
+                  ok=False)
         same = json.loads(usl(args.home, *rank(last))[2])       # the last in-process criteria, through the server
         if [(r["model"], r["win_rate"]) for r in same["rows"]] != [(r["model"], r["win_rate"]) for r in last_local["rows"]]:
             raise SystemExit("the server's board differs from the in-process one")

@@ -139,3 +139,14 @@ def test_correlation_ci_brackets_the_agreement_and_narrows_with_more_queries():
     assert lo <= hi < 0                                      # an order against the reference stays against it
     with pytest.raises(ValueError, match="at least 3 common models"):
         stats.correlation_ci(np.ones((2, 5)), ["a", "zz"], ref)
+
+
+def test_the_intervals_correlations_are_scipys_row_by_row_ties_included():
+    """``correlation_ci`` computes every resample's rho and tau-b at once; each is scipy's for that row."""
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(3)
+    rows = rng.integers(0, 12, (200, 30)).astype(float)     # many ties within a row
+    ref = rng.integers(0, 9, 30).astype(float)              # and in the reference
+    assert np.allclose(stats._spearman_rows(rows, ref), [sps.spearmanr(r, ref).statistic for r in rows], atol=1e-12)
+    assert np.allclose(stats._kendall_b_rows(rows, ref), [sps.kendalltau(r, ref).statistic for r in rows], atol=1e-12)

@@ -101,3 +101,13 @@ def test_the_style_scorer_reads_new_answers_as_its_shipped_table_reads_them():
     for col in range(table.shape[1]):
         assert np.corrcoef(table[:, col], read[:, col])[0, 1] >= 0.999, scorer.cfg.labels[col]
     assert np.abs(table - read).max() < 0.5
+
+
+def test_a_folder_that_holds_no_reader_is_named(tmp_path):
+    from usl.fast.substance import SubstanceModel
+
+    (tmp_path / "adapter_config.json").write_text("{not json")
+    with pytest.raises(ValueError, match="adapter_config.json: not a saved substance reader"):
+        SubstanceModel.reader(tmp_path)
+    with pytest.raises(ValueError, match="adapter_config.json: not a saved substance reader"):
+        SubstanceModel.reader(tmp_path / "missing")

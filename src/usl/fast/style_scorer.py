@@ -13,7 +13,7 @@ manages 0.78 (``scripts/domain_ceiling.py``).
 Its scores are extra answer features of the fast CRM (``style_<label>``), after the n-gram
 register's. Training answers get cross-fitted scores (``fit_style`` returns them); a GPU makes
 fitting a matter of minutes (``usl train-style``). Judging runs on the CPU: one encoder pass per
-member for each new answer, in bfloat16 where the CPU has bf16 units (483 AlpacaEval answers in about 7 s
+member for each new answer, in bfloat16 where the CPU has bf16 units (483 AlpacaEval answers in about 5 s
 on 2 cores; ``scripts/bench_add_model.py``). Answers it has scored before are looked up instead:
 a table of known answers shipped with the weights (the default board's, so that a first start costs
 nothing extra), and a disk cache of what it computed.
@@ -211,7 +211,8 @@ class StyleScorer:
         self.cache_dir: Path | None = None  # set by a judge: computed scores persist there
         self._cache: dict[bytes, np.ndarray] | None = None
         self._net = None
-        self._loading = threading.Lock()    # one network per scorer, whichever thread asks first
+        self._loading = threading.Lock()
+        self._where: tuple | None = None   # (device, dtype) the networks were last moved to
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -226,7 +227,8 @@ class StyleScorer:
     def _model(self):
         """(tokenizer, [(merged encoder, head) per member]): the base encoder is read once and each
         member's LoRA merged into a copy of it (``merge_lora``), as peft's ``merge_and_unload`` would; the
-        last member merges into the base itself (one encoder fewer held while loading)."""
+        last member merges into the base itself (one encoder fewer held while loading); loaded by one thread,
+        whichever asks first."""
         with self._loading:
             if self._net is None:
                 self._net = self._build()
@@ -274,10 +276,13 @@ class StyleScorer:
 
         tok, nets = self._model()
         batch = batch or (8 if str(device).startswith("cpu") else 32)
-        dtype = torch.bfloat16 if cpu_reads_bf16(device) else torch.float32
-        for enc, head in nets:
-            enc.to(device, dtype)
-            head.to(device)
+        where = (str(device), torch.bfloat16 if cpu_reads_bf16(device) else torch.float32)
+        with self._loading:     # moved once, by one thread: another may be reading with the networks
+            if self._where != where:
+                for enc, head in nets:
+                    enc.to(device, where[1])
+                    head.to(device)
+                self._where = where
         ids = tok(list(texts), truncation=True, max_length=self.cfg.max_len)["input_ids"]
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
         with torch.inference_mode():

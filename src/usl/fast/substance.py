@@ -89,10 +89,9 @@ class SubstanceModel:
     logit of A over B). ``readings(queries, answers)`` on the machine's device."""
 
     def __init__(self, folder: str | Path | None = None, base: str | None = None, lora_r: int = 16,
-                 heads: int = 1, trainable: bool = False, dtype=None):
+                 heads: int = 1, trainable: bool = False):
         """A saved reader from ``folder`` (``trainable``: to train on from it, ``heads``: outputs it then has,
-        a new one starting at zero), or a new one on ``base``; ``dtype``: the base's weights as loaded (float32
-        by default)."""
+        a new one starting at zero), or a new one on ``base``."""
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
         from transformers import AutoModel, AutoTokenizer
@@ -101,7 +100,7 @@ class SubstanceModel:
         if base in backbone.ALIASES or base.endswith(".gguf"):   # GGUF: converted once, in the default home's cache
             base = str(backbone.resolve_backbone(base))
         self.tok = AutoTokenizer.from_pretrained(base)
-        enc = AutoModel.from_pretrained(base, dtype=dtype or torch.float32)   # a causal LM's checkpoint gives its body
+        enc = AutoModel.from_pretrained(base)   # a causal LM's checkpoint gives its body
         # an encoder (BERT-like: token types) reads the mean of its states; a decoder, whose last state has
         # seen everything, reads that one
         self.decoder = not getattr(enc.config, "type_vocab_size", 0)
@@ -169,7 +168,10 @@ class SubstanceModel:
 
         folder = Path(folder)
         device = torch.device(device or "cpu")
-        lora_cfg = json.loads((folder / "adapter_config.json").read_text())
+        try:
+            lora_cfg = json.loads((folder / "adapter_config.json").read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{folder / 'adapter_config.json'}: not a saved substance reader ({e})") from e
         plain = (lora_cfg.get("peft_type") == "LORA" and lora_cfg.get("bias", "none") == "none"
                  and not any(lora_cfg.get(k) for k in ("use_dora", "use_rslora", "fan_in_fan_out", "rank_pattern",
                                                        "alpha_pattern", "lora_bias", "modules_to_save")))
@@ -435,8 +437,8 @@ class SubstanceBank:
         return np.array([self.values[k][col] for k in keys], dtype=np.float32)
 
     def model(self) -> SubstanceModel:
-        """The reader in its reading form (:meth:`SubstanceModel.reader`), loaded on first use, on the GPU where
-        there is one."""
+        """The reader in its reading form (:meth:`SubstanceModel.reader`), loaded on first use (by one thread,
+        whichever asks first), on the GPU where there is one."""
         with self._loading:
             if self._model is None:
                 import torch

@@ -168,9 +168,10 @@ def correlation_ci(scores: np.ndarray, models: Sequence[str], reference: Mapping
         raise ValueError(f"need at least 3 common models for an interval, got {len(idx)}")
     means = bootstrap_means(np.asarray(scores, dtype=np.float64)[idx], n_bootstrap, seed)
     ref = np.array([reference[models[i]] for i in idx], float)
-    rho, tau = [], []
+    whole = np.isfinite(means).all(1)
+    rho, tau = list(_spearman_rows(means[whole], ref)), list(_kendall_b_rows(means[whole], ref))
     sps = _scipy_stats()
-    for row in means:
+    for row in means[~whole]:               # a resample without some model's scores (rare): one at a time
         ok = np.isfinite(row)
         if ok.sum() >= 3:
             rho.append(sps.spearmanr(row[ok], ref[ok]).statistic)
@@ -178,3 +179,28 @@ def correlation_ci(scores: np.ndarray, models: Sequence[str], reference: Mapping
     tail = 100.0 * (1.0 - level) / 2.0
     interval = lambda v: tuple(float(x) for x in np.nanpercentile(v, [tail, 100.0 - tail]))
     return {"spearman_rho": interval(rho), "kendall_tau": interval(tau)}
+
+
+def _spearman_rows(rows: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each row against ``ref`` (ties at their mean rank), as ``scipy.stats.spearmanr``
+    gives it a row at a time: 1,000 resamples of 42 models in milliseconds rather than a third of a second."""
+    if not len(rows):
+        return np.zeros(0)
+    r = _scipy_stats().rankdata(rows, axis=1)
+    q = _scipy_stats().rankdata(ref)
+    r = r - r.mean(1, keepdims=True)
+    q = q - q.mean()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (r @ q) / np.sqrt((r * r).sum(1) * (q @ q))
+
+
+def _kendall_b_rows(rows: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each row against ``ref``, as ``scipy.stats.kendalltau`` gives it a row at a time:
+    the sum over pairs of the product of their orders' signs, over the square root of the number of pairs
+    untied in each."""
+    if not len(rows):
+        return np.zeros(0)
+    i, j = np.triu_indices(rows.shape[1], 1)
+    sx, sy = np.sign(rows[:, i] - rows[:, j]), np.sign(ref[i] - ref[j])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (sx @ sy) / np.sqrt((sx != 0).sum(1) * (sy != 0).sum())
