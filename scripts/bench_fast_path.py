@@ -11,7 +11,7 @@ through the Python API and the HTTP API; peak RSS <= 2 GB.
 
 Steps, each printed when it finishes:
 1. cold start: ``usl --home H serve`` as a subprocess, timed until ``GET /api/leaderboard`` (the
-   default board) answers; the server's peak RSS (VmHWM of it and any children) is sampled throughout.
+   default board) answers; the server's peak RSS (it and any children at once, or its own VmHWM) is sampled throughout.
 2. HTTP: ``--runs`` criteria sets never requested before, POSTed one after the other to
    ``/api/leaderboard`` (the server's default: all topics, per-criterion breakdown, comparison with
    the default board, contradiction check); wall time until the whole JSON is read.
@@ -191,11 +191,14 @@ def _tree(pid: int) -> list[int]:
 
 
 class RssSampler:
-    """Peak RSS of a process tree: the largest sum over the tree of each process's VmHWM, sampled."""
+    """Peak RSS of a process tree: the largest sum over the tree of each process's resident memory at one
+    sample, or the root's own kernel-kept peak (VmHWM) where that is larger (a spike between samples). Children
+    that come and go (the first start's ONNX export) count while they run, not at their peak summed with the
+    root's later one."""
 
     def __init__(self, pid: int, interval_s: float = 0.2):
         self.pid, self.interval_s = pid, interval_s
-        self.hwm_kb: dict[int, int] = {}
+        self.peak_kb = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -206,15 +209,15 @@ class RssSampler:
             self._stop.wait(self.interval_s)
 
     def sample(self) -> None:
-        for p in _tree(self.pid):
-            self.hwm_kb[p] = max(self.hwm_kb.get(p, 0), _status_kb(p, "VmHWM"))
+        now = sum(_status_kb(p, "VmRSS") for p in _tree(self.pid))
+        self.peak_kb = max(self.peak_kb, now, _status_kb(self.pid, "VmHWM"))
 
     def stop(self) -> float:
         """Stop sampling (take a last sample first); the peak in MB."""
         self.sample()
         self._stop.set()
         self._thread.join()
-        return sum(self.hwm_kb.values()) / 1024
+        return self.peak_kb / 1024
 
 
 # ---- server ----------------------------------------------------------------------------------------

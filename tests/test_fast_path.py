@@ -87,12 +87,12 @@ def test_onnx_states_do_not_depend_on_the_batch(tiny):
     encoder = _service(tiny).judge("default").encoder
     texts = [t for s in SETS for t in s[0] + s[1]] + ["x", "Please " + "really " * 80 + "keep it short"]
     ids, mask = encoder.tokens(texts)
-    whole = encoder._run(ids, mask)
+    whole = encoder.run_ids(ids, mask)
     for i, t in enumerate(texts):
         n = int(mask[i].sum())
         for batch, pad in (([t], None), ([texts[-1], t], None), ([t], 64), (texts[::-1], None)):
             ids, m = encoder.tokens(batch, pad_to=pad)
-            out = encoder._run(ids, m)
+            out = encoder.run_ids(ids, m)
             j = batch.index(t)
             assert int(m[j].sum()) == n
             assert all(np.array_equal(a[i, :n], b[j, :n]) for a, b in zip(whole, out))
@@ -102,7 +102,7 @@ def test_states_from_the_memo_are_the_passes_own(tiny):
     encoder = _service(tiny).judge("default").encoder
     texts = ["Cite sources.", "Keep it short and sweet, please.", "Cite sources."]
     ids, mask = encoder.tokens(texts)
-    fresh = encoder._run(ids, mask)
+    fresh = encoder.run_ids(ids, mask)
     encoder.states(texts[1:2])                         # one of them read before, alone
     got, got_mask = encoder.states(texts)
     assert np.array_equal(mask, got_mask)

@@ -4,6 +4,7 @@ and a board with new criteria on a warm data directory imports neither torch nor
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -139,3 +140,31 @@ def test_a_new_criteria_board_on_a_warm_home_imports_no_torch(tmp_path):
     assert heavy == "[]"
     *_, heavy = run("--use-case", "Recipes for a family dinner", "--criteria", "Short steps", "--avoid", "Brief steps")
     assert heavy == "[]"           # a use case never described before, and a like and a dislike compared
+
+
+def test_the_static_table_is_built_without_torch_and_matches_minilm_in_torch(tmp_path):
+    """The first start builds the static token table (``usl.fast.static_embed``) and exports MiniLM to ONNX.
+    Both now leave the process free of torch: the export runs in a child process, the table is read with
+    ONNX Runtime and the answers are cut into word pieces by ``tokenizers``. A server that imported torch
+    for them kept about 450 MB (``scripts/bench_first_start.py``)."""
+    code = ("import sys, numpy as np\nfrom usl.fast.static_embed import StaticEmbedder\n"
+            f"e = StaticEmbedder({str(tmp_path / 'cache' / 'static')!r})\n"
+            "v = e.encode(['A short answer about recursion.', 'Another one, with more words in it.'])\n"
+            "np.save(sys.argv[1], e.table[:2048])\n"
+            "print(v.shape, round(float(np.linalg.norm(v[0])), 4), 'torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "head.npy")], capture_output=True, text=True,
+                         env=os.environ | {"XDG_DATA_HOME": str(tmp_path / "xdg")})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[0] == "(2, 384) 1.0 False False"
+    assert list((tmp_path / "cache" / "onnx").glob("minilm-*.onnx"))     # exported where the table asked
+    import torch
+
+    from usl.data.encoder import frozen_encoder
+
+    tok, model = frozen_encoder()
+    ids = torch.arange(0, 2048)
+    x = torch.stack([torch.full_like(ids, tok.cls_token_id), ids, torch.full_like(ids, tok.sep_token_id)], 1)
+    with torch.inference_mode():
+        h = torch.nn.functional.normalize(model(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state.mean(1), dim=-1)
+    head = np.load(tmp_path / "head.npy").astype(np.float32)
+    assert np.abs(head - h.numpy()).max() < 2e-3

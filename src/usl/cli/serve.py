@@ -50,6 +50,9 @@ def register(app: typer.Typer) -> None:
               no_import: bool = typer.Option(False, "--no-import", help="Do not import the default benchmark "
                                                                          "or build topics on first start.")) -> None:
         """Serve the leaderboard page and API (open the printed URL)."""
+        from usl.server.heap import limit_heaps
+
+        limit_heaps()     # before any thread starts: two C heaps, not eight a core (usl.server.heap)
         from usl.leaderboard.service import LeaderboardService
         from usl.server.app import ServerConfig, create_app
         from usl.judges.redact import public_judge

@@ -4,8 +4,8 @@ A new criteria set costs one pass of the 22M-parameter encoder over a few short 
 importing torch and transformers and loading the model to make it cost seconds, most of a `usl rank
 --no-server` (issue 47). So the encoder (a criteria adapter merged in, where a judge has one) is
 exported once to ONNX into the data directory's cache, ``cache/onnx/minilm-<key>.onnx``, keyed by the
-weights' files (torch and transformers are imported for that export only: at the first start, or the
-first board after the weights change), and run with onnxruntime, tokenised by the ``tokenizers``
+weights' files (torch and transformers are imported for that export only, in a child process: at the
+first start, or the first board after the weights change), and run with onnxruntime, tokenised by the ``tokenizers``
 library from the packaged ``tokenizer.json``.
 
 ``MiniLM.states(texts)`` gives every layer's hidden states (the embeddings, then each of the 6
@@ -21,10 +21,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -90,30 +92,42 @@ def export(model, path: Path) -> Path:
     return path
 
 
-def _frozen_model():
-    return frozen_encoder()[1]
+def _model(adapter: str | Path | None = None):
+    """The packaged MiniLM (torch, transformers), with a criteria adapter's LoRA merged in where one is given."""
+    model = frozen_encoder()[1]
+    if adapter is None:
+        return model
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().eval()
 
 
-def exported(cache: str | Path, key: str | None = None, build: Callable[[], object] = _frozen_model) -> Path:
-    """The ONNX file of the encoder ``build()`` makes (default: the packaged MiniLM), exported first if the
-    cache lacks it. ``key`` names the weights (default: the packaged MiniLM's ``weights_key``)."""
+def exported(cache: str | Path, key: str | None = None, adapter: str | Path | None = None) -> Path:
+    """The ONNX file of the packaged MiniLM (with ``adapter`` merged, where given), exported first if the cache
+    lacks it. ``key`` names the weights (default: the packaged MiniLM's ``weights_key``). The export runs in a
+    child process (``python -m usl.data.minilm_onnx``): it imports torch, transformers and torch's ONNX
+    exporter, about 450 MB that the calling process, a server among them, would otherwise keep."""
     path = Path(cache) / "onnx" / f"minilm-{key or weights_key(encoder_path())}.onnx"
     if not path.exists():
         log.info("exporting the criteria encoder to ONNX (once: %s)", path)
-        export(build(), path)
+        cmd = [sys.executable, "-m", "usl.data.minilm_onnx", str(path)] + ([str(adapter)] if adapter else [])
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 or not path.exists():
+            lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+            raise RuntimeError(f"exporting MiniLM to {path} failed (status {done.returncode}): {lines[-1]}")
     return path
 
 
-def load(cache: str | Path, key: str | None = None, build: Callable[[], object] = _frozen_model) -> "MiniLM":
-    """``MiniLM(exported(cache, key, build))``; a cached file that ONNX Runtime cannot read (a damaged disk, a
+def load(cache: str | Path, key: str | None = None, adapter: str | Path | None = None) -> "MiniLM":
+    """``MiniLM(exported(cache, key, adapter))``; a cached file that ONNX Runtime cannot read (a damaged disk, a
     foreign file) is named in the log, removed and exported again, as the other caches are recomputed."""
-    path = exported(cache, key, build)
+    path = exported(cache, key, adapter)
     try:
         return MiniLM(path)
     except Exception as e:  # onnxruntime raises its own (unexported) error types for a bad model file
         log.warning("%s: unreadable (%s: %s); exporting it again", path, type(e).__name__, e)
         path.unlink(missing_ok=True)
-        return MiniLM(exported(cache, key, build))
+        return MiniLM(exported(cache, key, adapter))
 
 
 def frozen(cache: str | Path | None = None) -> "MiniLM":
@@ -176,7 +190,7 @@ class MiniLM:
         if not len(ids):
             return [np.zeros((0, 0, DIM), np.float32)] * LAYERS, mask
         if len(ids) > STATES_MEMO_BATCH:
-            return self._run(ids, mask), mask
+            return self.run_ids(ids, mask), mask
         lengths = mask.sum(1).tolist()
         keys = [x[:n].tobytes() for x, n in zip(ids, lengths)]
         memo = self._states  # read through one reference: another thread may replace it
@@ -184,7 +198,7 @@ class MiniLM:
         rows = list({k: i for i, k in enumerate(keys) if k not in found}.values())  # each new text once
         if rows:
             width = max(lengths[i] for i in rows)
-            out = self._run(ids[rows, :width], mask[rows, :width])
+            out = self.run_ids(ids[rows, :width], mask[rows, :width])
             fresh = {keys[i]: [h[j, :lengths[i]] for h in out] for j, i in enumerate(rows)}
             found |= fresh
             if len(memo) + len(fresh) > STATES_MEMO_SIZE:
@@ -196,7 +210,8 @@ class MiniLM:
                 h[i, :n] = m
         return hidden, mask
 
-    def _run(self, ids: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
+    def run_ids(self, ids: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
+        """Every layer's hidden states (``LAYERS`` arrays of (n, t, 384)) for token ids and mask, both (n, t)."""
         return self.session.run(None, {"input_ids": ids, "attention_mask": mask,
                                        "token_type_ids": np.zeros_like(ids)})
 
@@ -216,3 +231,16 @@ class MiniLM:
         if not texts:
             return np.zeros((0, DIM), np.float32)
         return np.stack([self._memo[t] for t in texts])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m usl.data.minilm_onnx OUT.onnx [ADAPTER]``: what :func:`exported` runs in a child process."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) not in (1, 2):
+        raise SystemExit("usage: python -m usl.data.minilm_onnx OUT.onnx [ADAPTER_DIR]")
+    logging.basicConfig(level=logging.WARNING)
+    export(_model(args[1] if len(args) == 2 else None), Path(args[0]))
+
+
+if __name__ == "__main__":
+    main()

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from usl.data.encoder import encoder_path
+from usl.data.encoder import DIM, encoder_path
 
 log = logging.getLogger(__name__)
 TABLE_VERSION = "static-minilm-v1"
@@ -33,25 +32,23 @@ def _table_path(cache_dir: Path) -> Path:
     return cache_dir / f"static_minilm_{tag}.npy"
 
 
-def build_table(batch_size: int = 1024, show_progress: bool = True) -> np.ndarray:
-    """Run MiniLM over each vocabulary token alone; return (vocab, 384) float16, L2-normalised."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
-    from transformers import AutoModel, AutoTokenizer
+def build_table(batch_size: int = 1024, show_progress: bool = True, cache: str | Path | None = None) -> np.ndarray:
+    """Run MiniLM over each vocabulary token alone; return (vocab, 384) float16, L2-normalised. MiniLM runs on
+    ONNX Runtime (``usl.data.minilm_onnx``, exported into ``cache`` if it lacks it), so building the table
+    imports no torch."""
     from tqdm.auto import tqdm
 
-    tok = AutoTokenizer.from_pretrained(encoder_path())
-    model = AutoModel.from_pretrained(encoder_path()).eval()
-    vocab = tok.vocab_size
-    out = np.zeros((vocab, model.config.hidden_size), np.float32)
-    cls, sep = tok.cls_token_id, tok.sep_token_id
-    with torch.inference_mode():
-        for start in tqdm(range(0, vocab, batch_size), desc="distilling static embeddings",
-                          disable=not show_progress, unit="batch"):
-            ids = torch.arange(start, min(start + batch_size, vocab))
-            x = torch.stack([torch.full_like(ids, cls), ids, torch.full_like(ids, sep)], 1)
-            h = model(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state.mean(1)
-            out[start:start + len(ids)] = torch.nn.functional.normalize(h, dim=-1).numpy()
+    from usl.data.minilm_onnx import frozen
+
+    encoder = frozen(cache)
+    vocab = encoder.tokenizer.get_vocab_size(with_added_tokens=False)
+    out = np.zeros((vocab, DIM), np.float32)
+    for start in tqdm(range(0, vocab, batch_size), desc="distilling static embeddings",
+                      disable=not show_progress, unit="batch"):
+        ids = np.arange(start, min(start + batch_size, vocab), dtype=np.int64)
+        x = np.stack([np.full_like(ids, encoder.cls), ids, np.full_like(ids, encoder.sep)], 1)
+        h = encoder.run_ids(x, np.ones_like(x))[-1].mean(1)
+        out[start:start + len(ids)] = h / np.maximum(np.linalg.norm(h, axis=1, keepdims=True), 1e-12)
     return out.astype(np.float16)
 
 
@@ -67,10 +64,15 @@ class StaticEmbedder:
 
     @property
     def tokenizer(self):
+        """MiniLM's word pieces, read by ``tokenizers`` from the packaged ``tokenizer.json`` (the ids
+        transformers' tokenizer gives; no torch)."""
         if self._tok is None:
-            from transformers import AutoTokenizer
+            from tokenizers import Tokenizer
 
-            self._tok = AutoTokenizer.from_pretrained(encoder_path())
+            tok = Tokenizer.from_file(str(Path(encoder_path()) / "tokenizer.json"))
+            tok.no_truncation()
+            tok.no_padding()
+            self._tok = tok
         return self._tok
 
     @property
@@ -81,7 +83,7 @@ class StaticEmbedder:
                 self._table = np.load(path)
             else:
                 self.cache_dir.mkdir(parents=True, exist_ok=True)
-                table = build_table()
+                table = build_table(cache=self.cache_dir.parent)
                 tmp = path.with_name(path.stem + ".tmp.npy")
                 np.save(tmp, table)
                 tmp.replace(path)
@@ -89,9 +91,8 @@ class StaticEmbedder:
         return self._table
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        enc = self.tokenizer(list(texts), add_special_tokens=False, truncation=True,
-                             max_length=self.max_tokens)["input_ids"]
-        return enc
+        """Each text's word pieces, without [CLS] and [SEP], the first ``max_tokens`` of them."""
+        return [e.ids[:self.max_tokens] for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_ids(self, ids: list[list[int]]) -> np.ndarray:
         """Weighted mean of token vectors as one sparse-dense product."""

@@ -124,11 +124,11 @@ class Prepares(Protocol):
 @runtime_checkable
 class LoadsReaders(Protocol):
     """A judge that reads new answers with models it loads on first use (the default judge's style scorer and
-    substance reader: about 0.5 GB): ``load_readers(criteria)`` loads them and runs each once, then reads
-    ``criteria`` (made up: the largest set a request may bring), so that a server pays for all of it at start
-    rather than in the first request that brings a new answer or many new criteria."""
+    substance reader: about 0.5 GB): ``load_readers()`` loads them and runs each once over made-up texts of
+    every batch shape, so that a server pays for them at start rather than in the first request that brings a
+    new answer."""
 
-    def load_readers(self, criteria: Sequence[str] = ()) -> None:
+    def load_readers(self) -> None:
         ...
 
 

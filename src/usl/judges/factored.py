@@ -229,10 +229,6 @@ class FactoredJudge:
     def prepare(self, queries: Sequence[str], answers: Sequence[str], progress=None) -> None:
         self.warm()
 
-    def load_readers(self, criteria: Sequence[str] = ()) -> None:
-        """The CRM that reads new pairs is the one :meth:`warm` loads (``LoadsReaders``)."""
-        self.warm()
-
     # -- the Judge protocol ----------------------------------------------------------------------
     def _rows(self, queries: Sequence[str], model_answers: Sequence[str],
               baseline_answers: Sequence[str], progress=None) -> tuple[np.ndarray, np.ndarray]:

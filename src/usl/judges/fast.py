@@ -209,18 +209,16 @@ class FastJudge:
                 self._z[rows[idx]] = z[idx]
         return z
 
-    def load_readers(self, criteria: Sequence[str] = ()) -> None:
-        """The models that read a new answer, loaded and run once (``LoadsReaders``): the style scorer's MiniLM,
-        the substance reader (SmolLM2-135M, which reads the quality term too) and any other local quality
-        reader; then ``criteria`` read. About 0.6 GB and 10-30 s of CPU; a server does it at start."""
+    def load_readers(self) -> None:
+        """The models that read a new answer, loaded and run once (``LoadsReaders``): the style scorer's MiniLM
+        and the substance reader (SmolLM2-135M, which reads the quality term too), or another local quality
+        reader. About 0.5 GB and 10-20 s of CPU; a server does it at start."""
         if self.model.register is not None:
             self.model.register.load_network()
         if self.substance is not None:
             self.substance.load_reader()
         if self.quality is not None and self.quality.local and isinstance(self.quality.reader, LoadsReaders):
-            self.quality.reader.load_readers()   # its criteria are ours
-        if criteria:    # made up, the largest set a request may bring: the criteria passes' buffers grow here
-            self._criteria(list(criteria))
+            self.quality.reader.load_readers()
 
     def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         texts, signs = zip(*(split_sign(c) for c in crit))
@@ -267,16 +265,10 @@ class FastJudge:
 
 def _criteria_encoder(cache: Path, adapter: Path | None) -> MiniLM:
     """The criteria tower on ONNX Runtime (``usl.data.minilm_onnx``): the packaged MiniLM, or MiniLM with
-    the weights' adapter merged, exported into the cache once (only that export imports torch)."""
+    the weights' adapter merged, exported into the cache once (by a child process: this one imports no torch for it)."""
     if adapter is None:
         return frozen(cache)
-
-    def build():
-        from usl.fast.criteria_encoder import CriteriaEncoder
-
-        return CriteriaEncoder(adapter).model
-
-    return load(cache, weights_key(encoder_path(), adapter), build)
+    return load(cache, weights_key(encoder_path(), adapter), adapter)
 
 
 def _parse(arg: str | None) -> tuple[str | None, str]:

@@ -45,7 +45,7 @@ class SubstanceQuality:
     def identity(self) -> str:
         return f"{self.name}@{self.version}"
 
-    def load_readers(self, criteria: Sequence[str] = ()) -> None:
+    def load_readers(self) -> None:
         """Load the reader ahead of the first new answer (``LoadsReaders``)."""
         self.bank.load_reader()
 

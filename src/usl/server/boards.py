@@ -9,8 +9,6 @@ loop keeps answering while a leaderboard is judged.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import gc
 import logging
 import math
 import time
@@ -25,10 +23,11 @@ from usl.fast.length_intent import read_wishes
 from usl.judges.base import LoadsReaders, StoresReadings
 from usl.judges.redact import public_judge
 from usl.leaderboard.calibrations import check_fits
-from usl.leaderboard.limits import LIMITS, InputError
+from usl.leaderboard.limits import InputError
 from usl.leaderboard.types import Leaderboard, LeaderboardSpec
 from usl.server import views
 from usl.server.config import ServerConfig
+from usl.server.heap import give_back_freed
 from usl.server.jobs import RankJobs, spec_key, watch
 from usl.server.limits import MAX_DETAIL_CHARS, clip, quote
 from usl.server.scheduler import FairQueue, StreamLimit
@@ -285,30 +284,17 @@ def _warm_judges(service: Any, specs: tuple[str, ...], benchmark: str) -> None:
 
 def _warm_readers(service: Any, specs: tuple[str, ...]) -> None:
     """Load the models with which the served judges read new answers (``LoadsReaders``: the default judge's
-    style scorer and substance reader, about 0.5 GB), and have them read the largest set of criteria a request
-    may bring (made up), so that no request, a reward batch of new responses or a board of a new model, grows
-    the server by loading a model or by the first use of its buffers."""
-    _give_back_freed_memory()     # the first start's reading of every answer leaves ~200 MB freed but held
-    words = "word " * (LIMITS.max_criterion_chars // len("word ") - 4)
-    largest = [f"warm-up {i} {words}" for i in range(2 * LIMITS.max_criteria)]
+    style scorer and substance reader, about 0.5 GB), so that no request, a reward batch of new responses or a
+    board of a new model, grows the server by loading a model or by the first use of its batch shapes."""
+    give_back_freed()     # the first start's reading of every answer leaves ~150 MB freed but held
     for spec in specs:
         try:
             judge = service.judge(spec)
             if isinstance(judge, LoadsReaders):
-                judge.load_readers(largest)
+                judge.load_readers()
         except Exception as e:  # noqa: BLE001
             log.warning("loading the readers of judge %s failed: %s", public_judge(spec), e)
-    _give_back_freed_memory()     # what loading and the made-up readings freed
-
-
-def _give_back_freed_memory() -> None:
-    """Return the C heap's freed pages to the system (glibc's ``malloc_trim``; elsewhere nothing), so that the
-    readers loaded next do not stack on memory the process no longer uses."""
-    gc.collect()
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (AttributeError, OSError):     # not glibc
-        pass
+    give_back_freed()     # what loading and the made-up readings freed
 
 
 def _warm_length_reading() -> None:
