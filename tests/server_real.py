@@ -116,6 +116,23 @@ def server_pid(url: str) -> int:
     raise AssertionError("no process listens on " + url)
 
 
+def sigterm_and_wait(pid: int, limit_s: float = 10) -> tuple[int, float]:
+    """Send ``pid`` SIGTERM; (its exit status, seconds it took to end). Fails the test if it still runs after
+    ``limit_s``."""
+    import signal
+
+    import psutil
+    import pytest
+
+    t0 = time.monotonic()
+    psutil.Process(pid).send_signal(signal.SIGTERM)
+    try:
+        status = psutil.Process(pid).wait(timeout=limit_s)
+    except psutil.TimeoutExpired:
+        pytest.fail(f"usl serve was still running {limit_s:.0f} s after SIGTERM")
+    return status, time.monotonic() - t0
+
+
 def wait_for_log(home: Path, text: str, timeout_s: float) -> str:
     """``usl serve``'s log once it holds ``text``; AssertionError after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

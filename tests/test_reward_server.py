@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server_real import make_tiny, serve_output, server_pid, usl_serve, wait_for_log
+from server_real import make_tiny, serve_output, server_pid, sigterm_and_wait, usl_serve, wait_for_log
 from static_table import seed_static_table
 from usl.judges.base import Verdict
 from usl.judges.reward import RewardItem, logit, score_batch
@@ -188,11 +188,9 @@ def test_sigterm_while_the_readers_load_and_a_reward_batch_waits_exits_0_within_
     on a worker thread) and a reward batch of new texts waits for them on the reward queue. The process ends
     with status 0 within 10 s, without a traceback (tests/test_server_limits_real.py does the same with the
     transformer CRM refining and scoring)."""
-    import signal
     import threading
     import time
 
-    import psutil
 
     make_tiny(tmp_path)
     seed_static_table(tmp_path)
@@ -210,13 +208,7 @@ def test_sigterm_while_the_readers_load_and_a_reward_batch_waits_exits_0_within_
 
         threading.Thread(target=post, daemon=True).start()
         time.sleep(2.0)             # the warm-up is still loading the readers here (about 20 s on 2 cores)
-        t0 = time.monotonic()
-        psutil.Process(pid).send_signal(signal.SIGTERM)
-        try:
-            status = psutil.Process(pid).wait(timeout=10)
-        except psutil.TimeoutExpired:
-            pytest.fail("usl serve was still running 10 s after SIGTERM")
-        took = time.monotonic() - t0
+        status, took = sigterm_and_wait(pid)
     assert took < 10 and status == 0
     log = serve_output(tmp_path)
     assert "terminate called" not in log and "Traceback" not in log

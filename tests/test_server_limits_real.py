@@ -3,7 +3,6 @@ headers and read time, Host/Origin checks, the token, and SIGTERM with a refinem
 
 from __future__ import annotations
 
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -14,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from server_real import free_port, make_tiny, serve_output, server_pid, usl_serve
+from server_real import free_port, make_tiny, serve_output, server_pid, sigterm_and_wait, usl_serve
 
 
 @pytest.fixture(scope="module")
@@ -193,13 +192,7 @@ def test_sigterm_with_refinement_and_reward_work_running_exits_0_within_10_s(tmp
             assert any(line.startswith("event: refined") for line in lines)     # the stream is open, judging
             rewarding.start()
             time.sleep(3.0)
-            t0 = time.monotonic()
-            psutil.Process(pid).send_signal(signal.SIGTERM)
-            try:
-                status = psutil.Process(pid).wait(timeout=10)
-            except psutil.TimeoutExpired:
-                pytest.fail("usl serve was still running 10 s after SIGTERM")
-            took = time.monotonic() - t0
+            status, took = sigterm_and_wait(pid)
     assert took < 10 and status == 0
     db = sqlite3.connect(tmp_path / "usl.sqlite")
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)

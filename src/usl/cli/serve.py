@@ -18,6 +18,7 @@ import typer
 
 from usl import paths
 from usl.cli.common import JUDGE_EPILOG, user_errors
+from usl.server.heap import limit_heaps
 from usl.types import DataError
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,6 @@ def register(app: typer.Typer) -> None:
               no_import: bool = typer.Option(False, "--no-import", help="Do not import the default benchmark "
                                                                          "or build topics on first start.")) -> None:
         """Serve the leaderboard page and API (open the printed URL)."""
-        from usl.server.heap import limit_heaps
-
         limit_heaps()     # before any thread starts: two C heaps, not eight a core (usl.server.heap)
         from usl.leaderboard.service import LeaderboardService
         from usl.server.app import ServerConfig, create_app

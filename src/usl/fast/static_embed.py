@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from usl.data.encoder import DIM, encoder_path
+from usl.data.minilm_onnx import frozen
 
 log = logging.getLogger(__name__)
 TABLE_VERSION = "static-minilm-v1"
@@ -37,8 +38,6 @@ def build_table(batch_size: int = 1024, show_progress: bool = True, cache: str |
     ONNX Runtime (``usl.data.minilm_onnx``, exported into ``cache`` if it lacks it), so building the table
     imports no torch."""
     from tqdm.auto import tqdm
-
-    from usl.data.minilm_onnx import frozen
 
     encoder = frozen(cache)
     vocab = encoder.tokenizer.get_vocab_size(with_added_tokens=False)
