@@ -48,6 +48,7 @@ class FakeService:
         self.rank_finished: list[LeaderboardSpec] = []    # calls that ran to the end (not cancelled)
         self.refine_calls: list[tuple] = []
         self.refining = self.most_refining = 0        # judging refine calls running now / at most at once
+        self.refine_stopped = 0                       # refine calls stopped by their progress callback
         self._judged: dict[tuple, int] = {}
         self._lock = threading.Lock()
 
@@ -106,9 +107,17 @@ class FakeService:
             if not self.refine_stuck:
                 judged = min(self.REFINE_QUERIES, judged + (self.REFINE_QUERIES if queries is None else queries))
             self._judged[key] = judged
-        time.sleep(self.refine_delay_s if queries != 0 else 0.0)     # the cached estimate costs nothing
-        with self._lock:
-            self.refining -= queries != 0
+        try:            # the cached estimate costs nothing; judging reports progress ten times a step
+            for _ in range(10 if queries != 0 else 0):
+                time.sleep(self.refine_delay_s / 10)
+                if progress:
+                    progress(0, queries or 0)
+        except Exception:
+            self.refine_stopped += 1
+            raise
+        finally:
+            with self._lock:
+                self.refining -= queries != 0
         order = MODELS[1:] + MODELS[:1]
         rows = tuple(Row(model=m, rank=i + 1, win_rate=75.0 - 10.0 * i, ci=(70.0 - 10.0 * i, 80.0 - 10.0 * i),
                          n=100, avg_length=150.0) for i, m in enumerate(order))

@@ -232,7 +232,8 @@ def test_refine_judges_in_order_resumes_and_ends_at_the_references_board(home):
     svc = LeaderboardService(Store(home / "usl.sqlite"))
     seen = []
     board = svc.refine(spec(criteria=CONCISE), "length", queries=3, progress=lambda d, t: seen.append((d, t)))
-    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    assert sorted(set(seen)) == [(0, 3), (1, 3), (2, 3), (3, 3)]      # also within a query (refine.STEP_ITEMS)
+    assert seen[-1] == (3, 3)
     r = board.spec["refinement"]
     assert (r["queries_judged"], r["queries"], r["complete"], r["reference_identity"]) == (3, N_Q, False, "length@1")
     assert any("3 of 10 queries judged" in w for w in board.warnings)
@@ -256,6 +257,28 @@ def test_refine_judges_in_order_resumes_and_ends_at_the_references_board(home):
     fast = again.rank(spec(criteria=CONCISE))
     assert [r.model for r in fast.rows][0] == "m2" and [r.model for r in done.rows][-1] == "m2"
     assert all(r.rating is None and r.lc_win_rate is None for r in done.rows) and not done.criteria_breakdown
+
+
+def test_a_progress_that_raises_stops_the_reference_within_a_query(home, monkeypatch):
+    """A server's closed stream raises from ``progress``: the reference stops after STEP_ITEMS more
+    judgments, not at the end of its query, and keeps them."""
+    import usl.leaderboard.refine as refine
+    from usl.leaderboard.jobs import ScoringJob, cached_scores
+
+    monkeypatch.setattr(refine, "STEP_ITEMS", 2)           # a query here is 3 models x 2 orders = 6 items
+    calls = []
+
+    def progress(done, total):
+        calls.append(done)
+        if len(calls) == 2:                                 # the first report within the first query
+            raise RuntimeError("client left")
+
+    svc = LeaderboardService(Store(home / "usl.sqlite"))
+    with pytest.raises(RuntimeError, match="client left"):
+        svc.refine(spec(criteria=CONCISE), "length", queries=1, progress=progress)
+    g = cached_scores(svc.answers("tiny"), svc.judge("length"), ScoringJob(
+        CONCISE, "base", ("m1", "m2", "m3"), tuple(f"q{i}" for i in range(N_Q))), svc.cache)
+    assert calls == [0, 0] and int((~np.isnan(g)).sum()) == 1     # one pair, both orders, of 3 x 10
 
 
 def test_refine_counts_only_the_selected_topic(home):

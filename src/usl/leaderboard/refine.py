@@ -61,6 +61,8 @@ from usl.leaderboard.judgments import JudgmentCache
 from usl.leaderboard.stats import Summary, ci_rank
 
 MIN_JUDGED = 2      # judged queries a model needs before its reference estimate replaces the fast one
+STEP_ITEMS = 8      # (pair, order) items the reference judges between two progress reports within a query
+                    # (a query is 2 x models items: ~20 CPU-seconds of the transformer CRM for 42 models)
 PRIOR_QUERIES = 5   # weight, in queries, of the all-models variance in each model's variance
 
 
@@ -81,7 +83,9 @@ def judge_in_order(data: Answers, reference: Judge, job: ScoringJob, fast: np.nd
                    progress: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, int]:
     """Judge up to ``queries`` more of ``job``'s queries with ``reference`` (None: all the rest), in the
     refinement order, stopping once ``seconds`` have passed (checked between queries); ``progress(done,
-    total)`` counts queries. Judgments go to ``cache``, so a later call resumes where this one stopped.
+    total)`` counts queries, and is also called every :data:`STEP_ITEMS` items within a query (with the
+    queries done so far), so that a progress that raises stops the reference within a few seconds of CPU.
+    Judgments go to ``cache``, so a later call resumes where this one stopped.
     Returns the reference's matrix over the judged prefix of the order (NaN elsewhere: only that prefix is a
     random sample of the queries; other cached judgments, another topic refined first or a topic ranked with
     the reference, are left out) and how many queries the prefix holds."""
@@ -91,10 +95,12 @@ def judge_in_order(data: Answers, reference: Judge, job: ScoringJob, fast: np.nd
     t0 = time.monotonic()
     if progress:
         progress(0, total)
+    step = dataclasses.replace(config, batch_size=min(config.batch_size, STEP_ITEMS))
     for done, qid in enumerate(todo[:total], 1):
         if seconds is not None and time.monotonic() - t0 >= seconds:
             break
-        score(data, reference, dataclasses.replace(job, query_ids=(qid,)), cache, config)
+        within = (lambda _d, _t, done=done: progress(done - 1, total)) if progress else None
+        score(data, reference, dataclasses.replace(job, query_ids=(qid,)), cache, step, within)
         if progress:
             progress(done, total)
     g = cached_scores(data, reference, job, cache)

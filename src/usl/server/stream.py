@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import json
 import logging
+import threading
 import time
 from typing import AsyncIterator
 
@@ -28,7 +29,7 @@ from fastapi import HTTPException, Request
 from usl.judges.llm_api import LLMJudgeError
 from usl.leaderboard.types import LeaderboardSpec
 from usl.server.boards import USER_ERRORS, Boards, finite, message
-from usl.server.jobs import Job, watch
+from usl.server.jobs import Job, JobCancelled, watch
 from usl.server.scheduler import OpenStream, QueueFull
 from usl.server.limits import MAX_DETAIL_CHARS, clip
 
@@ -123,7 +124,8 @@ async def refine_events(boards: Boards, request: Request, spec: LeaderboardSpec,
                         stream: OpenStream | None = None) -> AsyncIterator[str]:
     """``refined`` boards as the reference judges query after query, until all are judged (``done``)
     or the client leaves. Each step is one blocking ``service.refine`` call on a thread; the client
-    leaving is noticed between steps, so at most one step's work (cached) outlives the stream.
+    leaving is noticed between steps, and a step running stops within ``refine.STEP_ITEMS`` judgments
+    (cached), so that little work outlives the stream.
     At most ``refine_workers`` steps run at once: concurrent streams take turns step by step, client
     by client, rather than splitting the cores between several copies of the reference model."""
     t0, cfg = time.perf_counter(), boards.config
@@ -161,14 +163,22 @@ async def _refine_step(boards: Boards, spec: LeaderboardSpec, step: int):
     """One ``service.refine`` call on a worker thread. Step 0 judges nothing (the estimate from the
     cache) and runs at once; a judging step waits for its turn on the refinement queue, client by
     client. A stream closed mid-step (its coroutine cancelled) drops its step if it has not
-    started; one that has started finishes and is cached."""
-    call = functools.partial(boards.service.refine, spec, boards.config.reference, queries=step)
+    started; one that has started stops at the reference's next progress report (``refine.STEP_ITEMS``
+    judgments, a few seconds of CPU), and what it judged is cached."""
+    closed = threading.Event()
+
+    def progress(done: int, total: int) -> None:
+        if closed.is_set():
+            raise JobCancelled("the refinement stream was closed")
+
+    call = functools.partial(boards.service.refine, spec, boards.config.reference, queries=step, progress=progress)
     if not step:
         return await asyncio.to_thread(call)
     fut = boards.refine_queue.submit(call)
     try:
         return await asyncio.wrap_future(fut)
     finally:
+        closed.set()
         fut.cancel()
 
 
