@@ -14,7 +14,9 @@ Steps, each printed when it finishes:
    default board) answers; the server's peak RSS (it and any children at once, or its own VmHWM) is sampled throughout.
 2. HTTP: ``--runs`` criteria sets never requested before, POSTed one after the other to
    ``/api/leaderboard`` (the server's default: all topics, per-criterion breakdown, comparison with
-   the default board, contradiction check); wall time until the whole JSON is read.
+   the default board, contradiction check); wall time until the whole JSON is read. Sent right after
+   the default board answers, while the server's warm-up still loads the readers of new inputs; then
+   ``--runs`` more once the log says ``warm-up done`` (``http_after_warm_up_*``).
 3. warm restart: the server stopped and started again on the same home, timed the same way.
 4. Python API: with the server stopped, a ``LeaderboardService`` in this process: the first
    ``rank()`` (loading) and then ``--runs`` new criteria sets; peak RSS from ``getrusage``.
@@ -253,6 +255,14 @@ class Server:
                     f.write(f"[{time.perf_counter() - self.started:7.1f}s] {d.decode(errors='replace')}\n")
                 f.flush()
 
+    def wait_log(self, text: str, timeout_s: float) -> float | None:
+        """Seconds since the start until the log holds ``text`` (None: not within ``timeout_s``)."""
+        while time.perf_counter() < self.started + timeout_s and self.proc.poll() is None:
+            if self.log_path.is_file() and text in self.log_path.read_text(encoding="utf-8", errors="replace"):
+                return time.perf_counter() - self.started
+            time.sleep(0.5)
+        return None
+
     def wait_default_board(self, timeout_s: float) -> tuple[float, float, dict]:
         """Seconds until the server listens and until the default board arrives, and the board."""
         deadline = self.started + timeout_s
@@ -415,6 +425,7 @@ def main() -> None:
     rng = random.Random(args.seed if args.seed is not None else time.time_ns())
     used = load_used(home)
     http_sets, api_sets = criteria_sets(args.runs, used, rng), criteria_sets(args.runs, used, rng)
+    warm_sets = criteria_sets(args.runs, used, rng)
     source = source_info()
     summary: dict = {"n_runs": args.runs, "judge": args.judge, "breakdown": not args.no_breakdown,
                      "machine": machine, "home_fresh": fresh, **source}
@@ -439,11 +450,19 @@ def main() -> None:
         times = http_runs(server, http_sets, n_topics, args.judge, not args.no_breakdown)
         q = quantiles(times, http_sets)
         summary |= {f"http_{k}": v for k, v in q.items()}
+        show("http", f"{len(times)} new criteria sets, right after the default board (the server's warm-up "
+                     f"still loading): p50 {q['p50_s']:.3f}s p90 {q['p90_s']:.3f}s max {q['max_s']:.3f}s (all-new "
+                     f"phrases: p50 {q['p50_all_new_s']}s over {q['n_all_new']})")
+
+        # 2b. the same once the server's warm-up is done (every model a request can use loaded)
+        warm_s = server.wait_log("warm-up done", DEFAULT_BOARD_TIMEOUT_S)
+        save_used(home, warm_sets)
+        q = quantiles(http_runs(server, warm_sets, n_topics, args.judge, not args.no_breakdown), warm_sets)
+        summary |= {"warm_up_done_s": warm_s and round(warm_s, 1)} | {f"http_after_warm_up_{k}": v for k, v in q.items()}
         rss1 = server.stop()
         summary["peak_rss_serve_first_mb"] = round(rss1)
-        show("http", f"{len(times)} new criteria sets: p50 {q['p50_s']:.3f}s p90 {q['p90_s']:.3f}s "
-                     f"max {q['max_s']:.3f}s (all-new phrases: p50 {q['p50_all_new_s']}s over {q['n_all_new']}); "
-                     f"server peak RSS {rss1:.0f} MB")
+        show("http", f"{args.runs} more after `warm-up done` ({warm_s}s): p50 {q['p50_s']:.3f}s p90 {q['p90_s']:.3f}s "
+                     f"max {q['max_s']:.3f}s; server peak RSS {rss1:.0f} MB")
 
         # 3. restart on the same home
         server = Server(home, "bench_serve_2.log")

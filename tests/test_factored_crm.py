@@ -81,6 +81,20 @@ def test_the_head_on_stored_codes_is_the_span_head(crm, judge):
     assert sub.tolist() == pytest.approx([fast[2], fast[0]], abs=1e-5)
 
 
+
+def test_the_head_reads_a_board_in_steps_as_at_once(crm, judge, monkeypatch):
+    """Logits are computed LOGIT_ROWS stored pairs at a time (bounded temporaries on a 20k-pair
+    board): the same values, in any row order, as in one step."""
+    import usl.crm.factored as factored
+
+    head, c = judge.head(), judge.criteria_vector(tuple(CONCISE.as_list()))
+    n = len(judge.bank())
+    for rows in (np.arange(n), np.random.default_rng(0).permutation(n)[:2000]):
+        monkeypatch.setattr(factored, "LOGIT_ROWS", n + 1)
+        once = head.logits(c, rows)
+        monkeypatch.setattr(factored, "LOGIT_ROWS", 333)
+        assert head.logits(c, rows).tolist() == pytest.approx(once.tolist(), abs=1e-5)
+
 def test_it_follows_opposite_criteria_as_crm_does(crm, judge):
     reqs = [JudgeRequest(c, Q, a, b) for c in (CONCISE, DETAILED) for a, b in ((SHORT, LONG), (LONG, SHORT))]
     p = [v.p_a for v in judge.judge(reqs)]

@@ -312,10 +312,10 @@ def test_refinement_streams_take_turns():
     assert svc.most_refining == 1 and len(svc.refine_calls) == 3 * (FakeService.REFINE_QUERIES + 1)
 
 
-def test_a_closed_refinement_stream_keeps_its_turn_until_its_step_ends():
-    """The page closes a stream mid-step: the step runs on (its judgments are cached) and the next
-    stream waits for it instead of running beside it."""
-    svc = FakeService(refine_delay_s=0.6)
+def test_a_closed_refinement_stream_stops_its_step_and_keeps_its_turn_until_then():
+    """The page closes a stream mid-step: the step stops at its next progress report (what it judged
+    is cached), and the next stream waits for that instead of running beside it."""
+    svc = FakeService(refine_delay_s=3.0)
     with serve_in_thread(create_app(svc, ServerConfig(benchmark="tiny", judges=("length",), warm=False))) as url:
         with httpx.Client(timeout=30) as c, c.stream("GET", url + "/api/leaderboard/refine",
                                                      params={"likes": "closed early"}) as r:
@@ -325,6 +325,7 @@ def test_a_closed_refinement_stream_keeps_its_turn_until_its_step_ends():
         evs = events(httpx.get(url + "/api/leaderboard/refine", params={"likes": "next one"}, timeout=60).text)
     assert [k for k, _ in evs][-1] == "done"
     assert svc.most_refining == 1
+    assert svc.refine_stopped == 1
 
 
 def test_a_refinement_that_judges_nothing_new_stops_with_an_error():
@@ -381,3 +382,30 @@ def test_start_up_does_not_read_a_default_board_whose_pairs_are_not_stored(caplo
             assert httpx.get(url + "/api/health", timeout=30).status_code == 200
             assert httpx.post(url + "/api/leaderboard", json={}, timeout=30).status_code == 422
     assert svc.rank_calls == [] and "no stored answer vectors for 3 pairs" in caplog.text
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="per-thread niceness is Linux's")
+def test_the_readers_warm_up_runs_below_requests_on_a_thread_that_ends_with_it():
+    """``_in_background`` (the readers' warm-up): its thread and the threads it starts (PyTorch's batch workers)
+    run at WARM_UP_NICE more than the server's, and the thread ends with the work, so no thread that later
+    serves a request keeps that priority."""
+    import asyncio
+    import os
+
+    from usl.server.boards import WARM_UP_NICE, _in_background
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def work():
+        child: list[int] = []
+        t = threading.Thread(target=lambda: child.append(nice()))
+        t.start()
+        t.join()
+        return threading.current_thread(), nice(), child[0]
+
+    base = nice()
+    thread, own, child = asyncio.run(_in_background(work))
+    assert own == child == min(base + WARM_UP_NICE, 19)
+    thread.join(timeout=5)
+    assert not thread.is_alive() and nice() == base

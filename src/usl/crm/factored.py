@@ -86,6 +86,7 @@ class PairVectors:
 
 
 # -- the basis and the bank ---------------------------------------------------------------------
+LOGIT_ROWS = 4096     # stored pairs a step of FactoredHead.logits: its temporaries stay ~4 x 6 MB
 HEADROOM = 1.25       # the int8 step leaves room for coordinates 25% beyond the fitted data's
 
 
@@ -267,13 +268,14 @@ class FactoredHead:
         (each order), the coordinates (each order) and ``dl``."""
         import torch
 
-        q = bank.qvec[bank.qrow[start:]].astype(np.float32)
+        qrow = bank.qrow[start:]
         out = []
         for codes in (bank.c_ab[start:], bank.c_ba[start:]):
             u = np.empty((len(codes), len(self.b1)), np.float32)
             for s in range(0, len(codes), 8192):
                 d = self.basis.decode(codes[s:s + 8192])
-                u[s:s + 8192] = (q[s:s + 8192] * d) @ self._wb.T + d @ self._wc.T + self.b1
+                q = bank.qvec[qrow[s:s + 8192]].astype(np.float32)
+                u[s:s + 8192] = (q * d) @ self._wb.T + d @ self._wc.T + self.b1
             out.append(torch.from_numpy(u))
         out += [torch.from_numpy(c.astype(np.float32) * self.basis.scale) for c in (bank.c_ab[start:], bank.c_ba[start:])]
         return (*out, torch.from_numpy(bank.dl[start:].astype(np.float32)))
@@ -303,18 +305,22 @@ class FactoredHead:
         lw = torch.from_numpy(self.wd @ c)                           # [hidden]
         rows = np.asarray(rows, np.int64)
         whole = len(rows) == len(self._dl) and bool((rows == np.arange(len(rows))).all())
-        index = torch.from_numpy(rows)
-        pick = (lambda t: t) if whole else (lambda t: t[index])
-        dl = pick(self._dl)
-
-        def s(code, u, sign):
-            x = torch.addmm(pick(u), pick(code), m)                  # a fresh tensor: safe to change in place
-            x += const
-            x.addr_(dl, lw, alpha=sign)
-            return torch.nn.functional.gelu(x) @ self._w2 + self.b2
-
+        out = np.empty(len(rows), np.float32)
         with torch.inference_mode():
-            return ((s(self._z_ab, self._u_ab, 1.0) - s(self._z_ba, self._u_ba, -1.0)) / 2).numpy()
+            for start in range(0, len(rows), LOGIT_ROWS):      # bounded temporaries: [LOGIT_ROWS, hidden]
+                part = slice(start, start + LOGIT_ROWS)
+                index = torch.from_numpy(rows[part])
+                pick = (lambda t: t[part]) if whole else (lambda t: t[index])
+                dl = pick(self._dl)
+
+                def s(code, u, sign):
+                    x = torch.addmm(pick(u), pick(code), m)          # a fresh tensor: safe to change in place
+                    x += const
+                    x.addr_(dl, lw, alpha=sign)
+                    return torch.nn.functional.gelu(x) @ self._w2 + self.b2
+
+                out[part] = ((s(self._z_ab, self._u_ab, 1.0) - s(self._z_ba, self._u_ba, -1.0)) / 2).numpy()
+        return out
 
 
 # -- the transformer passes ---------------------------------------------------------------------

@@ -123,10 +123,11 @@ class Prepares(Protocol):
 
 @runtime_checkable
 class LoadsReaders(Protocol):
-    """A judge that reads new answers with models it loads on first use (the default judge's style scorer and
-    substance reader: about 0.5 GB): ``load_readers()`` loads them and runs each once over made-up texts of
-    every batch shape, so that a server pays for them at start rather than in the first request that brings a
-    new answer."""
+    """A judge that reads new inputs with models it loads on first use (the default judge's style scorer and
+    substance reader, about 0.5 GB, read new answers; ``crm-factored``'s CRM, about 0.14 GB with its head,
+    reads new criteria): ``load_readers()`` loads them and runs each once over made-up texts of every batch
+    shape, so that a server pays for them at start rather than in the first request that brings a new answer
+    or criteria set."""
 
     def load_readers(self) -> None:
         ...

@@ -229,6 +229,10 @@ class FactoredJudge:
     def prepare(self, queries: Sequence[str], answers: Sequence[str], progress=None) -> None:
         self.warm()
 
+    def load_readers(self) -> None:
+        """``LoadsReaders``: the CRM reads each new criteria set, so a server loads it at start."""
+        self.warm()
+
     # -- the Judge protocol ----------------------------------------------------------------------
     def _rows(self, queries: Sequence[str], model_answers: Sequence[str],
               baseline_answers: Sequence[str], progress=None) -> tuple[np.ndarray, np.ndarray]:
