@@ -106,6 +106,7 @@ AVOID = [
 ]
 USED_FILE = "bench_fast_path_criteria.txt"
 DEFAULT_BOARD_TIMEOUT_S = 1800.0
+WARM_DONE = "warm-up done"       # usl.server.boards logs it once every model a request can use is loaded
 
 
 # ---- criteria --------------------------------------------------------------------------------------
@@ -455,13 +456,13 @@ def main() -> None:
                      f"phrases: p50 {q['p50_all_new_s']}s over {q['n_all_new']})")
 
         # 2b. the same once the server's warm-up is done (every model a request can use loaded)
-        warm_s = server.wait_log("warm-up done", DEFAULT_BOARD_TIMEOUT_S)
+        warm_s = server.wait_log(WARM_DONE, DEFAULT_BOARD_TIMEOUT_S)
         save_used(home, warm_sets)
         q = quantiles(http_runs(server, warm_sets, n_topics, args.judge, not args.no_breakdown), warm_sets)
         summary |= {"warm_up_done_s": warm_s and round(warm_s, 1)} | {f"http_after_warm_up_{k}": v for k, v in q.items()}
         rss1 = server.stop()
         summary["peak_rss_serve_first_mb"] = round(rss1)
-        show("http", f"{args.runs} more after `warm-up done` ({warm_s}s): p50 {q['p50_s']:.3f}s p90 {q['p90_s']:.3f}s "
+        show("http", f"{args.runs} more after `warm-up done` (at {warm_s or float('nan'):.1f}s): p50 {q['p50_s']:.3f}s p90 {q['p90_s']:.3f}s "
                      f"max {q['max_s']:.3f}s; server peak RSS {rss1:.0f} MB")
 
         # 3. restart on the same home

@@ -20,13 +20,10 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fast_path import DEFAULT_BOARD_TIMEOUT_S, Server, source_info  # noqa: E402
-
-WARM_DONE = "warm-up done"       # usl.server.boards logs it once every model a request can use is loaded
+from bench_fast_path import DEFAULT_BOARD_TIMEOUT_S, WARM_DONE, Server, source_info  # noqa: E402
 
 
 def one_start() -> dict:
@@ -34,7 +31,7 @@ def one_start() -> dict:
     server = Server(home, "serve.log")
     try:
         listen_s, board_s, board = server.wait_default_board(DEFAULT_BOARD_TIMEOUT_S)
-        warm_s = wait_for_line(server, WARM_DONE, DEFAULT_BOARD_TIMEOUT_S)
+        warm_s = server.wait_log(WARM_DONE, DEFAULT_BOARD_TIMEOUT_S)   # the peak covers the warm-up too
     finally:
         rss = server.stop()
     log = server.log_path.read_text()
@@ -42,17 +39,6 @@ def one_start() -> dict:
     return {"board_s": round(board_s, 1), "listening_s": round(listen_s, 1),
             "warm_s": None if warm_s is None else round(warm_s, 1), "peak_rss_mb": round(rss),
             "n_models": len(board["leaderboard"]["rows"]), "log": log}
-
-
-def wait_for_line(server: Server, text: str, timeout_s: float) -> float | None:
-    """Seconds since the start until the server's log holds ``text`` (None: not within ``timeout_s``). The
-    peak RSS then covers the warm-up after the default board: the models that read new answers load last."""
-    deadline = server.started + timeout_s
-    while time.perf_counter() < deadline and server.proc.poll() is None:
-        if text in server.log_path.read_text(errors="replace"):
-            return time.perf_counter() - server.started
-        time.sleep(0.25)
-    return None
 
 
 def main() -> None:
