@@ -21,8 +21,8 @@ import argparse
 import json
 from pathlib import Path
 
-from usl.fast.criterion_reader import LENGTH, CriterionReader, read_wordings
-from usl.fast.length_intent import read_wishes, shipped_length_reader
+from usl.fast.criterion_reader import LENGTH, read_wordings
+from usl.fast.length_intent import LengthReading, read_wishes, shipped_length_reading
 
 SIDE = {1: "shorter", 2: "longer"}
 
@@ -34,7 +34,7 @@ def library_held_out(seed: int) -> list[tuple[str, int]]:
     return [(w, LENGTH.sides.get(name, 0)) for name in lib.families for w in lib.split(name, seed=seed).held_out]
 
 
-def measure(examples: list[tuple[str, int]], reader: CriterionReader) -> dict:
+def measure(examples: list[tuple[str, int]], reader) -> dict:
     wishes = read_wishes([t for t, _ in examples], reader)
     length = [(w, label) for w, (_, label) in zip(wishes, examples) if label]
     other = [(w, t) for w, (t, label) in zip(wishes, examples) if not label]
@@ -52,9 +52,10 @@ def main() -> None:
     ap.add_argument("wordings", nargs="*", help="wordings files the reader did not train on")
     ap.add_argument("--library-held-out", action="store_true", help="add the library's held-out wordings")
     ap.add_argument("--library-seed", type=int, default=0)
-    ap.add_argument("--reader", default="", help="a directory written by `usl train-reader` (default: the shipped one)")
+    ap.add_argument("--reader", default="", help="a fast CRM's weights folder (its length_reader/ and, where it has "
+                    "one, criteria_reader/; default: the shipped one)")
     args = ap.parse_args()
-    reader = CriterionReader.load(args.reader, "length") if args.reader else shipped_length_reader()
+    reader = LengthReading.load(args.reader) if args.reader else shipped_length_reading()
     sets = {f: read_wordings(f, "length") for f in args.wordings}
     if args.library_held_out:
         sets[f"library held-out (seed {args.library_seed})"] = library_held_out(args.library_seed)

@@ -38,7 +38,7 @@ def tiny(tmp_path_factory):
 
 def _service(home):
     """A new service and default judge, with every memo of criteria of this process emptied."""
-    from usl.fast.length_intent import shipped_length_reader
+    from usl.fast.length_intent import shipped_length_reading
     from usl.leaderboard.service import LeaderboardService
     from usl.store import Store
 
@@ -46,7 +46,8 @@ def _service(home):
     judge = service.judge("default")
     judge.encoder._memo.clear()
     judge.encoder._states.clear()
-    shipped_length_reader()._memo = {}
+    shipped_length_reading().forget()
+    judge.model.reader.forget()
     return service
 
 

@@ -6,9 +6,10 @@ import pytest
 from usl.leaderboard.contradictions import find_contradictions, poles
 from usl.types import Criteria
 
-# "Not too long" is read by the length reader, and so by the judge, as a wish for longer answers (P 0.68): a
-# miss of its training data, which the contradiction check now shares with the judge instead of hiding it
-NOT_TOO_LONG = pytest.mark.xfail(strict=True, reason="the length reader reads 'Not too long' as asking for longer")
+# A miss of the length reading (the mean of the length reader and the criteria reader) that the contradiction
+# check shares with the judge instead of hiding it: the criteria reader reads the dislike of answers without
+# detail as a wish for shorter answers (P 0.59), and outweighs the length reader, which cannot tell (P 0.35 / 0.30)
+WITHOUT_DETAIL = pytest.mark.xfail(strict=True, reason="'Avoid: answers without detail' is read as asking for shorter")
 
 
 @pytest.mark.parametrize("likes,avoid,needle", [
@@ -18,7 +19,7 @@ NOT_TOO_LONG = pytest.mark.xfail(strict=True, reason="the length reader reads 'N
     (("Be brief",), ("short answers",), "length"),
     (("Answer with bullet points",), ("lists",), "format"),
     (("Cite sources",), ("cite  SOURCES",), "both liked and"),
-    pytest.param(("Not too long", "Be thorough"), (), "length", marks=NOT_TOO_LONG),   # negation flips "long"
+    (("Not too long", "Be thorough"), (), "length"),   # negation flips "long"
     (("Keep it tight", "Be thorough"), (), "length"),
     (("tl;dr please",), ("short answers",), "length"),
 ])
@@ -30,9 +31,9 @@ def test_warns(likes, avoid, needle):
 @pytest.mark.parametrize("likes,avoid", [
     (("Be concise", "Use a formal tone"), ()),
     (("Be concise",), ("long rambling answers",)),
-    pytest.param(("Not too long", "Be brief"), (), marks=NOT_TOO_LONG),
+    (("Not too long", "Be brief"), ()),
     (("No walls of text", "Be brief"), ()),
-    (("Give detailed explanations",), ("answers without detail",)),  # avoid(not detail) = avoid(short)
+    pytest.param(("Give detailed explanations",), ("answers without detail",), marks=WITHOUT_DETAIL),  # = avoid(short)
     ((), ("short answers", "long answers")),                           # wants medium: not a contradiction
     (("Be accurate",), ()),
 ])

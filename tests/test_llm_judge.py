@@ -255,8 +255,9 @@ def test_leaderboard_with_llm_judge_is_cached_and_resumes(api_factory, tmp_path)
 def test_an_llm_board_loads_no_local_model(api_factory, tmp_path):
     """Ranking with an ``llm:`` judge loads none of the models the default judge runs here (sentence-transformers'
     MiniLM, the fast CRM), and imports no torch or transformers at all, with criteria or without: a board with
-    criteria reads them with the length reader (``usl.fast.length_intent``, the engine's reading of the criteria
-    for every judge, not the judge's), which runs in numpy on MiniLM through ONNX Runtime. In a fresh process,
+    criteria reads them with the reading of length (``usl.fast.length_intent``: the length reader and the criteria
+    reader, the engine's reading of the criteria for every judge), which runs in numpy on MiniLM through ONNX
+    Runtime. In a fresh process,
     since this one has loaded them for other tests."""
     import subprocess
     import sys
@@ -290,7 +291,7 @@ for criteria in (Criteria(), LeaderboardSpec.criteria):
     assert out.returncode == 0, out.stderr[-2000:]
     bare, general = (json.loads(line) for line in out.stdout.splitlines()[-2:])
     assert bare["rows"] == general["rows"] == {"good": 100.0} and api.calls == 2 * 2 * 3   # judged, by the LLM
-    assert bare["loaded"] == general["loaded"] == []   # the length reader reads without torch
+    assert bare["loaded"] == general["loaded"] == []   # the reading of length runs without torch
 
 
 def test_cli_reports_endpoint_failure_in_one_line(api_factory, tmp_path):

@@ -10,10 +10,10 @@ gives:
 The default judge labels each criterion of a board with its kind (``FastJudge.criteria_reading``,
 the page's "How the judge reads your criteria"), with the note that a small judge cannot verify facts
 or code. The quality gate still weighs the kind classifier it was fitted with (``criterion_kinds.py``)
-until it is refitted on this reader's kinds. Its direction head is trained and measured, not yet used:
-on the blind length wordings it is below the length reader the fast CRM was trained with
-(``criterion_reader.py``, which length control and the contradiction check read through
-``length_intent``): docs/log.md, 2026-12-02. Nothing in it is a keyword rule.
+until it is refitted on this reader's kinds. Its direction head is read together with the length reader
+the fast CRM was trained with (``criterion_reader.py``): their mean (``usl.fast.length_intent``) is the
+judge's length prior and what length control and the contradiction check read; alone, it is below that
+reader on the blind length wordings (docs/log.md, 2026-12-03). Nothing in it is a keyword rule.
 
 It gives no sign (whether a wording asks against what it names): no training data labels it, and the
 fast CRM's weights were trained with ``split_sign``'s sign, which the judge keeps reading.
@@ -27,7 +27,10 @@ Runtime (``numpy_nn``, ``usl.data.minilm_onnx``); only training uses torch.
 Training data (``configs/criteria_reader.yaml``): the criteria library's training wordings (kind from
 their family; length direction for the two length families, "neither" for the rest) and the wordings
 files of ``configs/length_wordings``, ``configs/domain_wordings`` and ``configs/kind_wordings`` (code and
-fact correctness, safety: kinds the library has few wordings of). The library's held-out wordings
+fact correctness, safety: kinds the library has few wordings of). Of the length wordings, ``composed_u.json``
+(3,050) is composed by ``scripts/compose_length_wordings.py``: frames, negations and cores that name length,
+time or reading, each labelled with the direction it asks for, so that a negation's turn is learned from
+many examples and not from a few hundred hand-written ones. The library's held-out wordings
 are the dev set; the recipe's test files and the blind set (``tests/data/criteria_reading_blind.json``)
 never enter training.
 
@@ -222,6 +225,10 @@ class CriteriaReader:
             return np.zeros((0, len(KINDS)), np.float32), np.zeros((0, 3), np.float32)
         k, d = zip(*(got[t] for t in texts))
         return np.stack(k), np.stack(d)
+
+    def forget(self) -> None:
+        """Empty the memo of criteria read (a benchmark of new criteria)."""
+        self._memo = {}
 
     def read(self, texts: Sequence[str]) -> list[Reading]:
         k, d = self.probabilities(texts)

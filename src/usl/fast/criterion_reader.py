@@ -190,6 +190,10 @@ class CriterionReader:
     def read(self, texts: Sequence[str]) -> np.ndarray:
         return self.probs(texts)[:, 1:]
 
+    def forget(self) -> None:
+        """Empty the memo of criteria read (a benchmark of new criteria)."""
+        self._memo = {}
+
     # -- persistence -------------------------------------------------------------------------------
     def save(self, out_dir: str | Path) -> None:
         from safetensors.numpy import save_file

@@ -1,46 +1,49 @@
 """What a user's criteria ask of an answer's length: shorter, longer, or nothing. One reading for the
 whole product.
 
-Three places need it. The default judge's length prior points the way its learned length reader
-(``criterion_reader.py``, ``weights/fast-crm/length_reader``) reads a criterion; length control is
-turned off for a board whose criteria are about length (controlling for length would remove the very
-thing the user asked for, ``leaderboard/length_control.py``); and the contradiction check warns when one
-wish asks for shorter answers and another for longer ones. The last two used word lists, which
-disagreed with the judge ("Keep it tight", "No walls of text", "tl;dr please" move the judge but name
-no listed word): the board kept length control on and took away exactly what the user asked for. Both
-now read that same reader, here, so phrasing no list foresaw is read as the judge reads it.
-
-A criterion is a length wish when the reader gives "neither" less than half of its probability; it
-points the way of the larger of P(shorter) and P(longer), turned by a dislike: "Avoid: long answers"
-and "No walls of text" both ask for shorter answers (the reader reads what ``split_sign`` leaves, as
-the judge does).
+Three places need it. The default judge's length prior points the way it reads a criterion; length
+control is turned off for a board whose criteria are about length (controlling for length would remove the
+very thing the user asked for, ``leaderboard/length_control.py``); and the contradiction check warns when
+one wish asks for shorter answers and another for longer ones. All three read ``LengthReading``: the mean
+of two learned readers' probabilities, the length reader the fast CRM was trained with
+(``criterion_reader.py``, ``weights/fast-crm/length_reader``) and the criteria reader's direction head
+(``criteria_reading.py``, ``weights/fast-crm/criteria_reader``). A criterion is a length wish when the mean
+gives "neither" less than half of its probability; it points the way of the larger of P(shorter) and
+P(longer), turned by a dislike: "Avoid: long answers" and "No walls of text" both ask for shorter answers.
 
     >>> [(w.criterion, w.side) for w in length_wishes(Criteria(("Keep it tight", "Cite sources")))]
     [('Keep it tight', 'shorter')]
 
-On wordings its reader never trained on (``scripts/length_intent_heldout.py``, P(neither) < 0.5 as above):
+On wordings neither reader trained on (``python scripts/criteria_reading_eval.py --reader today``; length
+wishes read the right way / wishes of no length taken for length ones):
 
-| wordings | read as a length wish | and pointed the right way |
-| --- | --- | --- |
-| the four blind length sets (``probe_independent_{g,h,i,j}``, 480) | 0.958 | 0.873 |
-| ``tests/data/length_intent_heldout.json`` (40 length wishes) | 0.925 | 0.875 |
-| non-length wishes: that table's 25, ``extra_{p,q,r}``'s 60, the library's 168 held out | 0, 0.12, 0.10 | |
-| register and domain-style wishes (``configs/domain_wordings``, 2,401) | 0.19 | |
+| wordings | length reader alone | criteria reader alone | both (this reading) |
+| --- | --- | --- | --- |
+| blind set (56 length wishes, 88 others) | 0.839 / 0.114 | 0.982 / 0.068 | 0.982 / 0.045 |
+| held-out negated and indirect (70 length wishes, 22 others) | 0.729 / 0.136 | 0.857 / 0.136 | 0.886 / 0.091 |
+| blind length sets g / h / i / j (120 each) | 0.842 / 0.858 / 0.942 / 0.850 | 0.783 / 0.833 / 0.858 / 0.783 | 0.850 / 0.892 / 0.967 / 0.892 |
+| ``tests/data/length_intent_heldout.json`` (40 length wishes) | 0.875 | 0.950 | 0.925 |
+| the library's held-out wordings (17 length wishes, 168 others) | 0.941 / 0.101 | 0.824 / 0.095 | 0.941 / 0.083 |
 
-The keyword list it replaces read 0.51 of those length wishes and 0.07 of the others. Many register
-wishes taken for length ones do carry length ("Respond like a textbook chapter", "executive summary
-style"); the judge's length prior reads them so too. Misses: "Not too long" reads as a wish for longer
-answers (P 0.68), "I do not have much time" as a length wish (P 0.59) of no clear side.
+The two readers err on different wordings: the
+length reader, whose inputs include the criteria lexicon's keyword features, on negations and situations
+("Not too long", "I have all day"); the criteria reader on plain wishes ("Brief replies only.", "Long
+answers annoy me.") and on some dislikes ("Avoid: answers without detail" reads as a wish for shorter
+answers). docs/log.md, 2026-12-03, has the misses left.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
+from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.criterion_reader import CriterionReader
 from usl.types import Criteria
 from usl.fast.criteria_lexicon import split_sign
@@ -57,22 +60,60 @@ class LengthWish:
     p: float        # P(a length wish): 1 - P(neither)
 
 
+class LengthReading:
+    """The product's reading of length wishes: the mean of two learned readers' probabilities P(neither),
+    P(shorter), P(longer), the length reader's (``criterion_reader.py``, which the fast CRM was trained
+    with) and the criteria reader's direction head (``criteria_reading.py``). The two err on different
+    wordings, so their mean reads more of them the right way than either (the module's table). The
+    length reader reads what ``split_sign`` leaves of a criterion ("Avoid: long answers" -> "long
+    answers"); the criteria reader reads it whole, in the user's frame, turned here into the length
+    reader's. It is what ``read_wishes`` gives the engine and what the default judge's length prior reads
+    (``FastJudge``)."""
+
+    def __init__(self, length: CriterionReader, criteria: CriteriaReader):
+        self.length, self.criteria = length, criteria
+
+    def forget(self) -> None:
+        """Empty both readers' memos of criteria (benchmarks of new criteria)."""
+        self.length.forget()
+        self.criteria.forget()
+
+    def probs(self, criteria: Sequence[str]) -> np.ndarray:
+        """(n, 3) over ``LENGTH.labels`` (none, shorter, longer) of each criterion (a like, or a dislike as
+        "Avoid: ..."), in the frame of what ``split_sign`` leaves of it, as ``CriterionReader.probs``."""
+        if not criteria:
+            return np.zeros((0, 3), np.float32)
+        rests, signs = zip(*(split_sign(c) for c in criteria))
+        whole = self.criteria.probabilities(list(criteria))[1].astype(np.float32)
+        turned = np.asarray(signs) < 0  # "Avoid: long answers" asks for shorter ones; its rest names longer
+        whole[turned] = whole[turned][:, [0, 2, 1]]
+        return ((self.length.probs(list(rests)) + whole) / 2).astype(np.float32)
+
+    @classmethod
+    def load(cls, weights: str | Path) -> LengthReading | None:
+        """The reading of a fast CRM's weights folder with both readers, else None."""
+        length = CriterionReader.load(weights, "length")
+        if length is None or not (Path(weights) / READER_DIR).is_dir():
+            return None
+        return cls(length, CriteriaReader.load(weights))
+
+
 @functools.lru_cache(maxsize=1)
-def shipped_length_reader() -> CriterionReader:
-    """The default judge's length reader (loaded once a process; its MiniLM is loaded on first read)."""
-    reader = CriterionReader.load(shipped("fast-crm"), "length")
-    if reader is None:
-        raise FileNotFoundError("the shipped fast CRM has no length_reader/")
-    return reader
+def shipped_length_reading() -> LengthReading:
+    """The shipped default judge's reading of length (loaded once a process; MiniLM on first read)."""
+    reading = LengthReading.load(shipped("fast-crm"))
+    if reading is None:
+        raise FileNotFoundError("the shipped fast CRM lacks its length_reader/ or criteria_reader/")
+    return reading
 
 
-def read_wishes(texts: Sequence[str], reader: CriterionReader | None = None) -> list[LengthWish | None]:
+def read_wishes(texts: Sequence[str], reading: LengthReading | None = None) -> list[LengthWish | None]:
     """Each criterion text (a like, or a dislike as "Avoid: ...") read as a length wish, or None."""
     if not texts:
         return []
-    rests, signs = zip(*(split_sign(t) for t in texts))
+    signs = [split_sign(t)[1] for t in texts]
     with _LOCK:  # also the first load: two threads that both find no reader load one
-        p = (reader or shipped_length_reader()).probs(list(rests))
+        p = (reading or shipped_length_reading()).probs(list(texts))
     out: list[LengthWish | None] = []
     for text, sign, (neither, shorter, longer) in zip(texts, signs, p.tolist()):
         if neither >= 0.5:
@@ -82,12 +123,12 @@ def read_wishes(texts: Sequence[str], reader: CriterionReader | None = None) -> 
     return out
 
 
-def length_wishes(criteria: Criteria, reader: CriterionReader | None = None) -> list[LengthWish]:
+def length_wishes(criteria: Criteria, reading: LengthReading | None = None) -> list[LengthWish]:
     """The length wishes among ``criteria``'s likes and dislikes, in ``Criteria.as_list`` order."""
-    return [w for w in read_wishes(criteria.as_list(), reader) if w is not None]
+    return [w for w in read_wishes(criteria.as_list(), reading) if w is not None]
 
 
-def length_wish(criteria: Criteria, reader: CriterionReader | None = None) -> LengthWish | None:
+def length_wish(criteria: Criteria, reading: LengthReading | None = None) -> LengthWish | None:
     """The first length wish of ``criteria``, or None: what turns length control off."""
-    wishes = length_wishes(criteria, reader)
+    wishes = length_wishes(criteria, reading)
     return wishes[0] if wishes else None

@@ -117,7 +117,7 @@ def criteria_features(readers, texts: list[str], readings: dict[str, dict[str, n
     """What follows a criterion's sentence embedding in its input row: its keyword features and, for each of
     ``readers`` (length, domain), the reader's probabilities but "none". ``readings`` (reader kind -> text
     -> probabilities) stand in for a reader where given: the cross-fitted readings of its own training
-    texts."""
+    texts, or the default judge's reading of length (``usl.fast.length_intent.LengthReading``)."""
     parts = [lexicon_matrix(texts)]
     for reader in readers:
         known = (readings or {}).get(reader.kind.name, {})

@@ -26,6 +26,7 @@ from usl.data.encoder import encoder_path
 from usl.data.minilm_onnx import MiniLM, frozen, load, weights_key
 from usl.fast.answer_bank import AnswerBank, Progress
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
+from usl.fast.length_intent import LengthReading
 from usl.fast.criterion_kinds import KindModel
 from usl.fast.criteria_lexicon import split_sign
 from usl.fast.scorer import ADAPTER_DIR, AnswerRepr, CriteriaRepr, FastScorer, criteria_features
@@ -106,6 +107,9 @@ class FastJudge:
         self.reader = CriteriaReader.load(self.weights) if (self.weights / READER_DIR).is_dir() else None
         if self.reader is not None and not adapter.exists():
             self.reader.share_encoder(self.encoder)
+        # the length prior reads the length reader's and the criteria reader's mean (fast/length_intent.py)
+        self.length = (LengthReading(self.model.reader, self.reader)
+                       if self.reader is not None and self.model.reader is not None else None)
         self._answer_repr: AnswerRepr | None = None
         self._repr_rows = 0
         # boards and reward slices judge on several threads with this one judge: the memos that grow with the
@@ -147,7 +151,9 @@ class FastJudge:
 
     def _criteria(self, criteria: Sequence[str]) -> tuple[CriteriaRepr, np.ndarray]:
         texts, signs = zip(*(split_sign(c) for c in criteria)) if criteria else ((), ())
-        x = np.concatenate([self.encoder.encode(list(texts)), criteria_features(self.model.readers, list(texts))], -1)
+        embedded = self.encoder.encode(list(texts))  # first: the length reader takes its states from this pass
+        readings = None if self.length is None else {"length": dict(zip(texts, self.length.probs(list(criteria))))}
+        x = np.concatenate([embedded, criteria_features(self.model.readers, list(texts), readings)], -1)
         return self.model.criteria_repr(x), np.array(signs, dtype=np.float32)
 
     def prepare(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> None:
