@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import threading
+import time
 
 import httpx
 import pytest
@@ -321,7 +322,11 @@ def test_a_closed_refinement_stream_stops_its_step_and_keeps_its_turn_until_then
                                                      params={"likes": "closed early"}) as r:
             for line in r.iter_lines():
                 if line.startswith("event: refined"):
-                    break                               # the first board is out; the next step is running
+                    break                               # the first board is out; the next step follows
+            deadline = time.monotonic() + 10            # leave once that judging step has begun
+            while not svc.refining and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert svc.refining == 1
         evs = events(httpx.get(url + "/api/leaderboard/refine", params={"likes": "next one"}, timeout=60).text)
     assert [k for k, _ in evs][-1] == "done"
     assert svc.most_refining == 1
