@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import functools
 import threading
-from pathlib import Path
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -79,7 +79,7 @@ class LengthReading:
         self.criteria.forget()
 
     def probs(self, criteria: Sequence[str]) -> np.ndarray:
-        """(n, 3) over ``LENGTH.labels`` (none, shorter, longer) of each criterion (a like, or a dislike as
+        """(n, 3): P(none), P(shorter), P(longer) of each criterion (a like, or a dislike as
         "Avoid: ..."), in the frame of what ``split_sign`` leaves of it, as ``CriterionReader.probs``."""
         if not criteria:
             return np.zeros((0, 3), np.float32)
