@@ -38,8 +38,8 @@ def test_a_data_home_that_is_a_file_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--criteria", ""], "--criteria #1 is empty"),
-    (["--criteria", "Concise", "--avoid", "  "], "--avoid #1 is empty"),
+    (["--criteria", ""], "--criteria #1: blank; a criterion needs words"),
+    (["--criteria", "Concise", "--avoid", "  "], "--avoid #1: blank"),
     (["--topics", ","], "names no topic"),
 ])
 def test_rank_refuses_empty_criteria_and_topics(tmp_path, args, needle):
@@ -48,7 +48,7 @@ def test_rank_refuses_empty_criteria_and_topics(tmp_path, args, needle):
 
 def test_compare_names_the_set_whose_criterion_is_empty(tmp_path):
     one_error_line(usl(tmp_path / "home", "compare", "--a-criteria", "Concise", "--b-criteria", ""),
-                   "--b-criteria #1 is empty")
+                   "--b-criteria #1: blank; a criterion needs words")
 
 
 @pytest.fixture
@@ -195,6 +195,7 @@ def test_compare_and_a_saved_spec_are_held_to_the_same_ranges(tiny_home, tmp_pat
     ({"n_bootstrap": True}, r"n_bootstrap: expected an integer, got bool"),
     ({"seed": -3}, r"seed: -3 is out of range"),
     ({"likes": ["ok", "x" * 301]}, r"criteria\.likes\[1\]: 301 characters; at most 300"),
+    ({"likes": ["", "Concise"]}, r"criteria\.likes\[0\]: blank; a criterion needs words"),
     ({"avoid": ["bad \udc80 bytes"]}, r"criteria\.avoid\[0\]: not valid UTF-8 \(undecodable bytes at character 4\)"),
     ({"likes": [f"c{i}" for i in range(11)]}, r"criteria\.likes: 11 given; at most 10"),
     ({"topics": ["t" * 201]}, r"topics\[0\]: 201 characters"),

@@ -182,6 +182,26 @@ def test_cli_rank_formats(home, fmt, first):
     assert "m1" in res.stdout
 
 
+def test_a_board_without_resamples_shows_no_interval_and_a_single_answer_is_flagged(tmp_path):
+    store = Store(tmp_path / "usl.sqlite")
+    queries = tuple(Query(f"q{i}", f"question {i}") for i in range(N_Q))
+    resp = [Response(q.id, m, " ".join(["w"] * WORDS[m])) for q in queries for m in ("base", "m1")]
+    save_benchmark(store, Benchmark("tiny", queries, ("base", "m1", "solo"), "base"),
+                   resp + [Response("q0", "solo", "w " * 30)], source="test")
+    store.close()
+    csv = cli(tmp_path, "rank", "--benchmark", "tiny", "--judge", "style", "--format", "csv", "--n-bootstrap", "0")
+    assert csv.exit_code == 0, csv.output
+    lines = csv.stdout.strip().splitlines()
+    assert lines[0].startswith("rank,model,win_rate,ci_low,ci_high")
+    assert all(line.split(",")[3:5] == ["", ""] for line in lines[1:])       # no resample, no interval
+    table = cli(tmp_path, "rank", "--benchmark", "tiny", "--judge", "style", "--n-bootstrap", "0")
+    assert " - " in table.stdout.splitlines()[2] and "100.0-100.0" not in table.stdout
+    board = json.loads(cli(tmp_path, "rank", "--benchmark", "tiny", "--judge", "style", "--format", "json",
+                           "--n-bootstrap", "50").stdout)
+    assert "solo: one answered query in the selection; its win rate and interval rest on it alone" in board["warnings"]
+    assert not any(w.startswith("m1:") for w in board["warnings"])
+
+
 def test_cli_compare_json_has_tau_and_warning(home):
     res = cli(home, "compare", "--benchmark", "tiny", "--judge", "style", "--a-criteria", "concise",
               "--b-criteria", "detailed", "--b-criteria", "brief", "--json", "--n-bootstrap", "50")

@@ -35,6 +35,8 @@ def test_a_saved_board_ranks_again_and_warns_when_its_data_changed(tmp_path):
     bare = tmp_path / "spec.json"          # the spec alone works too
     bare.write_text(json.dumps(a["spec"]))
     assert json.loads(usl(tmp_path, "rank", "--spec", str(bare), "--format", "json").stdout)["rows"] == a["rows"]
+    bare.write_text(json.dumps({"spec": a["spec"]}))   # and a board whose rows were cut away
+    assert json.loads(usl(tmp_path, "rank", "--spec", str(bare), "--format", "json").stdout)["rows"] == a["rows"]
 
     answers = tmp_path / "own.jsonl"
     answers.write_text("".join(json.dumps({"instruction": f"Write a Python function number {i}", "output": "w " * 30})

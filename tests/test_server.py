@@ -77,7 +77,7 @@ def test_default_leaderboard(served):
 
 def test_custom_criteria_change_the_ranking_and_warn_on_contradictions(served):
     _, c = served
-    spec = {"likes": ["Short answers", "  "], "avoid": ["short   answers"], "topics": ["coding"]}
+    spec = {"likes": ["Short answers"], "avoid": ["short   answers"], "topics": ["coding"]}
     body = c.post("/api/leaderboard", json=spec).json()
     rows = body["leaderboard"]["rows"]
     assert [r["model"] for r in rows] == list(MODELS[::-1])
@@ -103,6 +103,8 @@ def test_topic_names_are_accepted_as_ids(served):
 @pytest.mark.parametrize("spec, status, match", [
     ({"likes": [f"c{i}" for i in range(11)]}, 422, r"likes: List should have at most 10 items"),
     ({"avoid": ["x" * 301]}, 422, r"avoid\.0: String should have at most 300 characters"),
+    ({"likes": ["Concise", " "]}, 422, r"likes\.1: blank; a criterion needs words"),
+    ({"likes": [""]}, 422, r"likes\.0: blank; a criterion needs words"),
     ({"use_case": "u" * 501}, 422, r"use_case: String should have at most 500 characters"),
     ({"topics": ["coding", "astrology"]}, 422, r"unknown topic 'astrology'"),
     ({"judge": "crm:/etc/passwd"}, 422, r"judge 'crm:/etc/passwd' is not served here; choose one of: length, random"),

@@ -241,10 +241,6 @@ def _spec(criteria, avoid, topics="", use_case="", judge="default", baseline=Non
     from usl.leaderboard.types import LeaderboardSpec
     from usl.types import Criteria
 
-    for values, option in zip((criteria, avoid), options):
-        for i, text in enumerate(values or (), 1):
-            if not text.strip():
-                raise ValueError(f"{option} #{i} is empty: a criterion needs words")
     topic_names = tuple(t.strip() for t in topics.split(",") if t.strip())
     if topics.strip() and not topic_names:
         raise ValueError(f"--topics {topics!r} names no topic")
@@ -292,12 +288,13 @@ def _confirm_llm_readings(svc, spec, yes: bool) -> None:
 
 
 def _read_spec(path: str):
-    """(the spec, what the file recorded) from a saved board or a bare spec."""
+    """(the spec, what the file recorded) from a saved board, a board's ``{"spec": ...}`` alone, or a bare
+    spec (which has no field named "spec")."""
     from usl.data.io import read_json
     from usl.leaderboard.types import LeaderboardSpec
 
     found = read_json(path)
-    recorded = found.get("spec") if isinstance(found, dict) and "rows" in found else found
+    recorded = found["spec"] if isinstance(found, dict) and isinstance(found.get("spec"), dict) else found
     return LeaderboardSpec.from_json(recorded, where=f"{path}: spec"), recorded
 
 
@@ -367,7 +364,9 @@ COLUMNS = ("rank", "model", "win_rate", "ci_low", "ci_high", "n", "n_missing", "
 
 
 def _records(board) -> list[list]:
-    return [[r.rank, r.model, r.win_rate, r.ci[0], r.ci[1], r.n, r.n_missing,
+    """The rows as the table and CSV show them: no interval (blank) where the board drew no resample."""
+    drawn = board.spec.get("n_bootstrap", 1) > 0
+    return [[r.rank, r.model, r.win_rate, r.ci[0] if drawn else "", r.ci[1] if drawn else "", r.n, r.n_missing,
              "" if r.lc_win_rate is None else r.lc_win_rate, r.avg_length, "" if r.rating is None else r.rating]
             for r in board.rows]
 
@@ -382,7 +381,8 @@ def render(board, fmt: str) -> str:
         w.writerows(recs)
         return buf.getvalue().rstrip("\n")
     head = ["#", "model", "win %", "95% CI", "n", "LC %", "words", "BT"]
-    body = [[str(r[0]), r[1], f"{r[2]:.1f}", f"{r[3]:.1f}-{r[4]:.1f}", str(r[5]) + (f" (-{r[6]})" if r[6] else ""),
+    body = [[str(r[0]), r[1], f"{r[2]:.1f}", f"{r[3]:.1f}-{r[4]:.1f}" if r[3] != "" else "-",
+             str(r[5]) + (f" (-{r[6]})" if r[6] else ""),
              f"{r[7]:.1f}" if r[7] != "" else "off", f"{r[8]:.0f}", f"{r[9]:.0f}" if r[9] != "" else ""]
             for r in recs]
     if fmt == "md":

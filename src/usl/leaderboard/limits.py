@@ -5,8 +5,9 @@ the Python API (``usl.load().rank``) and the HTTP API refuse the same inputs wit
 before anything loads; the server's request schema (``usl.server.schemas``) is built from the same
 numbers, so its OpenAPI document states them. Each bound keeps one board cheap and its page readable:
 
-- criteria: 10 likes and 10 avoid, 300 characters each, text that UTF-8 can encode (a command-line
-  argument of other bytes reaches Python as lone surrogates, which fail deep inside a judge);
+- criteria: 10 likes and 10 avoid, 300 characters each, each with words (a blank criterion is refused,
+  not dropped: every door says so alike), text that UTF-8 can encode (a command-line argument of other
+  bytes reaches Python as lone surrogates, which fail deep inside a judge);
 - bootstrap resamples: 0 (no interval: the win rate alone) to 10,000. The resampling holds about
   32 bytes per query and resample at once: 10,000 over 483 queries is about 150 MB, and beyond
   1,000 the interval's own Monte Carlo error is already below its rounding;
@@ -70,12 +71,18 @@ def check_text(value: Any, field: str, max_chars: int, index: int | None = None)
                                 "text in UTF-8", index) from None
 
 
-def check_texts(values: Iterable[Any], field: str, max_items: int, max_chars: int) -> None:
+def check_texts(values: Iterable[Any], field: str, max_items: int, max_chars: int, words: bool = False) -> None:
+    """Each of ``values`` a text ``check_text`` takes; ``words``: none of them blank."""
     values = list(values)
     if len(values) > max_items:
         raise InputError(field, f"{len(values)} given; at most {max_items}")
     for i, v in enumerate(values):
         check_text(v, field, max_chars, i)
+        if words and not v.strip():
+            raise InputError(field, BLANK_CRITERION, i)
+
+
+BLANK_CRITERION = "blank; a criterion needs words"
 
 
 def check_int(value: Any, field: str, low: int, high: int) -> None:
@@ -87,8 +94,8 @@ def check_int(value: Any, field: str, low: int, high: int) -> None:
 
 def check_spec(spec: Any, limits: Limits = LIMITS) -> None:
     """Raise ``InputError`` for the first field of ``spec`` (a ``LeaderboardSpec``) out of range."""
-    check_texts(spec.criteria.likes, "criteria.likes", limits.max_criteria, limits.max_criterion_chars)
-    check_texts(spec.criteria.avoid, "criteria.avoid", limits.max_criteria, limits.max_criterion_chars)
+    check_texts(spec.criteria.likes, "criteria.likes", limits.max_criteria, limits.max_criterion_chars, words=True)
+    check_texts(spec.criteria.avoid, "criteria.avoid", limits.max_criteria, limits.max_criterion_chars, words=True)
     check_texts(spec.topics, "topics", limits.max_topics, limits.max_name_chars)
     check_text(spec.use_case, "use_case", limits.max_use_case_chars)
     check_text(spec.benchmark, "benchmark", limits.max_name_chars)

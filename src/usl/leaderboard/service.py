@@ -282,6 +282,9 @@ class LeaderboardService:
             if summ.n[i] == 0:
                 warnings.append(f"{m}: no answered query in the selection; left out")
                 continue
+            if summ.n[i] == 1:   # every resample that holds its query gives the same win rate: no spread
+                warnings.append(f"{m}: one answered query in the selection; its win rate and interval rest on it "
+                                "alone")
             rows.append(Row(model=m, rank=int(summ.rank[i]), win_rate=_r(summ.win_rate[i]),
                             ci=(_r(summ.ci[i, 0]), _r(summ.ci[i, 1])), n=int(summ.n[i]),
                             n_missing=len(qids) - int(summ.n[i]),

@@ -155,7 +155,7 @@ def router(service: Any, judges: tuple[str, ...], queue: FairQueue, limits: Rewa
 
 
 def _criteria(likes: list[str], avoid: list[str]) -> Criteria:
-    likes, avoid = [c.strip() for c in likes if c.strip()], [c.strip() for c in avoid if c.strip()]
+    likes, avoid = [c.strip() for c in likes], [c.strip() for c in avoid]   # none blank: the schema refuses them
     return Criteria(tuple(likes), tuple(avoid)) if likes or avoid else LeaderboardSpec().criteria
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic_core import PydanticCustomError
 
-from usl.leaderboard.limits import LIMITS, InputError, Limits, check_text
+from usl.leaderboard.limits import BLANK_CRITERION, LIMITS, InputError, Limits, check_text
 
 __all__ = ["LIMITS", "Limits", "Criterion", "Name", "JudgeName", "SpecIn"]
 
@@ -26,7 +27,15 @@ def _utf8(text: str) -> str:
     return text
 
 
-Criterion = Annotated[str, StringConstraints(max_length=LIMITS.max_criterion_chars), AfterValidator(_utf8)]
+def _words(text: str) -> str:
+    """A criterion with words: a blank one is refused here as by the CLI and the Python API."""
+    if not text.strip():
+        raise PydanticCustomError("blank_criterion", BLANK_CRITERION)
+    return text
+
+
+Criterion = Annotated[str, StringConstraints(max_length=LIMITS.max_criterion_chars), AfterValidator(_utf8),
+                      AfterValidator(_words)]
 Name = Annotated[str, StringConstraints(max_length=LIMITS.max_name_chars), AfterValidator(_utf8)]
 JudgeName = Annotated[str, StringConstraints(max_length=LIMITS.max_judge_chars), AfterValidator(_utf8)]
 
