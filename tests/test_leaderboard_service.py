@@ -180,6 +180,13 @@ def test_cli_rank_formats(home, fmt, first):
     assert res.exit_code == 0, res.output
     assert res.stdout.lstrip().startswith(first)
     assert "m1" in res.stdout
+    assert ("\n10 queries; length control " in res.stdout) == (fmt == "table")   # what "LC %" reads stands on
+
+
+def test_the_table_names_the_topics_its_queries_were_matched_to(home):
+    res = cli(home, "rank", "--benchmark", "tiny", "--judge", "style", "--topics", "even", "--n-bootstrap", "50")
+    assert res.exit_code == 0, res.output
+    assert "\n5 queries in 1 topic(s): Even questions; length control " in res.stdout
 
 
 def test_a_board_without_resamples_shows_no_interval_and_a_single_answer_is_flagged(tmp_path):

@@ -140,6 +140,8 @@ def rank(ctx: typer.Context,
             typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
         else:
             typer.echo(render(board, fmt))
+            if fmt == "table":
+                typer.echo(board_line(board.spec))
             if fmt == "table" and board.criteria_breakdown:
                 typer.echo(_breakdown_table(board))
             if fmt == "table" and board.criteria_reading:
@@ -392,6 +394,14 @@ def render(board, fmt: str) -> str:
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     fmt_row = lambda row: "  ".join(x.rjust(w) if i != 1 else x.ljust(w) for i, (x, w) in enumerate(zip(row, widths)))
     return "\n".join([fmt_row(head), fmt_row(["-" * w for w in widths])] + [fmt_row(r) for r in body])
+
+
+def board_line(spec: dict) -> str:
+    """What the table's rows stand on: the queries (and the topics they were matched to) and why length
+    control is on or off ("LC %" reads "off" on every row without it)."""
+    topics = spec.get("topic_names") or []
+    where = f" in {len(topics)} topic(s): {', '.join(topics)}" if topics and (spec.get("topics") or spec.get("use_case")) else ""
+    return f"\n{spec.get('n_queries', '?')} queries{where}; length control {spec.get('length_control', 'on')}"
 
 
 def reading_lines(reading) -> str:
