@@ -71,6 +71,9 @@ def check_text(value: Any, field: str, max_chars: int, index: int | None = None)
                                 "text in UTF-8", index) from None
 
 
+BLANK_CRITERION = "blank; a criterion needs words"
+
+
 def check_texts(values: Iterable[Any], field: str, max_items: int, max_chars: int, words: bool = False) -> None:
     """Each of ``values`` a text ``check_text`` takes; ``words``: none of them blank."""
     values = list(values)
@@ -80,9 +83,6 @@ def check_texts(values: Iterable[Any], field: str, max_items: int, max_chars: in
         check_text(v, field, max_chars, i)
         if words and not v.strip():
             raise InputError(field, BLANK_CRITERION, i)
-
-
-BLANK_CRITERION = "blank; a criterion needs words"
 
 
 def check_int(value: Any, field: str, low: int, high: int) -> None:

@@ -361,8 +361,9 @@ def topic_ids_of(requested: list[str], known: list[TopicOut]) -> tuple[str, ...]
 
 
 def clean(lines: list[str]) -> tuple[str, ...]:
-    """Drop blank lines and repeats, normalise spacing, keep the user's order."""
-    return tuple(dict.fromkeys(" ".join(x.split()) for x in lines if x.strip()))
+    """Normalise spacing and drop repeats, in the user's order (a blank criterion never gets here: the
+    request schema refuses it, as the CLI and the Python API do)."""
+    return tuple(dict.fromkeys(" ".join(x.split()) for x in lines))
 
 
 def query_string(spec: LeaderboardSpec) -> str:
