@@ -373,3 +373,18 @@ def test_quality_files_hold_general_pairs_and_the_eval_split_shares_nothing_with
     assert {s.source.split("/")[0] for s in train} <= {"human", "general", "rubric"}
     seen = {s.prompt for s in train} | {s.model_a[-1].content for s in train} | {s.model_b[-1].content for s in train}
     assert not any({s.prompt, s.model_a[-1].content, s.model_b[-1].content} & seen for s in held)
+
+
+def test_pairs_under_length_wishes_keep_answers_that_both_fit_the_wish():
+    """Both shorter than the query's median answer: a brevity wish; both longer: a wish for detail; a pair
+    that straddles the median or differs much in length is left out; the better answer stays the winner."""
+    from usl.data.pairs.base import Pair, single_turn
+    from usl.data.pairs.general import GENERAL, under_length_wishes
+
+    w = lambda n: " ".join(["word"] * n)     # noqa: E731
+    mk = lambda a, b: Pair("general/x", "q", "q", single_turn("q"), w(a), w(b), GENERAL)   # noqa: E731
+    pairs = [mk(10, 12), mk(100, 90), mk(20, 200), mk(30, 60), mk(48, 52)]
+    got = {(len(p.winner.split()), len(p.loser.split())): p.family for p in under_length_wishes(pairs)}
+    # the answers' median is 50 words: (10, 12) both under, (100, 90) both over; (20, 200) and (30, 60) differ
+    # more than 1.5x, (48, 52) straddles the median
+    assert got == {(10, 12): "length_concise", (100, 90): "length_detailed"}

@@ -61,6 +61,25 @@ def test_eval_files_and_manifest(built):
     assert pa != pb
 
 
+def test_wish_quality_pairs_differ_in_quality_not_length(built):
+    """eval/wish_quality: both answers fit the length wish they are put under (within 1.5x of each other in
+    words, both on the wish's side of their query's median), and the better answer is preferred."""
+    out, res, _ = built
+    samples = read_samples(out / "eval" / "wish_quality.jsonl")
+    assert len(samples) > 100 and {s.source.split("/")[0] for s in samples} == {"wish_quality"}
+    families = set()
+    for s in samples:
+        wa, wb = len(s.response_a.split()), len(s.response_b.split())
+        assert max(wa, wb) <= 1.5 * max(1, min(wa, wb)), s.idx
+        fam = s.meta_value("family")
+        families.add(fam)
+        assert fam in ("length_concise", "length_detailed") and len(s.criteria) == 1, s.idx
+    assert families == {"length_concise", "length_detailed"}
+    prefs = [s.preference for s in samples]
+    assert 0.35 < prefs.count("model_a") / len(prefs) < 0.65
+    assert len({s.source for s in samples[:60]}) > 1          # shuffled: a --limit takes every source
+
+
 def test_no_board_query_in_the_register_answers_we_wrote():
     """configs/register_answers.jsonl (answers written in named registers, `usl train-style --aux-registers`) is
     training data too: its queries are DSP training queries, none of them a board query."""

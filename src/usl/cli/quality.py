@@ -167,6 +167,60 @@ def fit_substance_cmd(
         typer.echo(json.dumps(report, indent=1))
 
 
+@app.command("fit-length")
+def fit_length_cmd(
+        ctx: typer.Context,
+        train: str = typer.Option(..., help="`usl data build-train`'s train.jsonl: its length/alpaca_style pairs (one "
+                                            "model's shorter and longer answers to a training query) are read."),
+        weights: str = typer.Option("", help="The fast CRM's weights folder whose substance/ reader gets the length "
+                                             "control (default: the shipped one)."),
+        pairs: int = typer.Option(800, min=10, help="How many pairs to read (a seeded draw of them all)."),
+        seed: int = typer.Option(0, help="Seed of the draw.")) -> None:
+    """Fit the quality reading's length control (usl.judges.substance: lambda in Q(A, B) = r(A) - r(B) - lambda *
+    log-length ratio) on pairs of one model's shorter and longer answers to one training query (AlpacaEval's
+    concise, default and verbose answers of its style models), which say the same at two lengths. Writes
+    substance/length_control.json beside the weights; refit the gate and the calibration after it."""
+    with user_errors():
+        import json
+        import random
+        from pathlib import Path
+
+        import numpy as np
+
+        from usl import paths
+        from usl.data.io import iter_jsonl
+        from usl.fast import substance
+        from usl.judges.substance import LENGTH_FILE, fit_length_control
+        from usl.weights import shipped
+
+        folder = (Path(weights) if weights else shipped("fast-crm")) / substance.FOLDER
+        if not (folder / "head.safetensors").is_file():
+            raise ValueError(f"{folder}: no substance reader with a quality head to control")
+        found, seen = [], set()
+        for n, row in iter_jsonl(Path(train)):
+            if not str(row.get("source", "")).startswith("length/alpaca_style") or row.get("group") in seen:
+                continue
+            seen.add(row.get("group"))
+            try:
+                a, b = row["model_a"][-1]["content"], row["model_b"][-1]["content"]
+                found.append((row["prompt"], *sorted((a, b), key=len)))
+            except (KeyError, IndexError, TypeError) as e:
+                raise ValueError(f"{train}:{n}: not a paper-format sample ({e})") from None
+        if not found:
+            raise ValueError(f"{train}: no length/alpaca_style pairs (build it with usl data build-train)")
+        random.Random(seed).shuffle(found)
+        chosen = found[:pairs]
+        bank = substance.SubstanceBank.shared(folder, paths.cache_dir(ctx.obj.home) / "substance")
+        q = [c[0] for c in chosen]
+        r = bank.quality(q + q, [c[1] for c in chosen] + [c[2] for c in chosen])
+        words = lambda ts: np.array([len(t.split()) for t in ts], dtype=np.float64)
+        report = fit_length_control(r[:len(q)], r[len(q):], words([c[1] for c in chosen]),
+                                    words([c[2] for c in chosen]))
+        report |= {"queries": len(set(q)), "seed": seed, "source": f"{Path(train).name}: length/alpaca_style pairs"}
+        (folder / LENGTH_FILE).write_text(json.dumps(report, indent=1) + "\n")
+        typer.echo(json.dumps(report, indent=1) + f"\n-> {folder / LENGTH_FILE}")
+
+
 def _weights_and_encoder(weights: str):
     """The fast CRM's weights folder (default: the shipped one) and its criteria encoder."""
     from pathlib import Path

@@ -26,6 +26,9 @@ seeded ~12% of queries. Outputs (``out/``)::
     eval/human.jsonl              held-out hh-rlhf / WebGPT / PandaLM pairs, general criteria
     eval/general.jsonl            held-out LLM-judge and rubric pairs
     eval/contradictory.jsonl      held-out pairs with opposite criteria (length, domain, style), both ways
+    eval/wish_quality.jsonl       held-out LLM-judge pairs whose two answers both fit a length wish (both
+                                  shorter or both longer than their query's median answer, within 1.5x of
+                                  each other), under it: the better answer is preferred
     eval/quality.jsonl            every held-out general-preference pair (human, LLM judge, rubric): shares
                                   no query and no answer with quality/ or train
     quality/train.jsonl(.gz)      every general-preference pair of training queries, under the one fixed
@@ -323,6 +326,15 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
         contra = [p for p in parts["eval"] if p.loser_family]  # held-out family pairs are never in "eval"
         files["contradictory"] += _capped(contra, 2 * cfg.eval_max_pairs, rng, lambda p: maker.make(
             p, rng, wordings="unseen", both_ways=True, extras=False, source=f"contradictory/{src}"))
+        if src.startswith("general/"):
+            # Its own generator: the files above draw as they did before this one existed.
+            wrng = _rng(cfg.seed, "wish_quality/" + src)
+            files["wish_quality"] += _capped(general.under_length_wishes(parts["eval"]), 2 * cfg.eval_max_pairs,
+                                             wrng, lambda p: maker.make(p, wrng, wordings="unseen", both_ways=False,
+                                                                        extras=False, source=f"wish_quality/{src}"))
+    # Sources come in order; shuffled, the file's first rows mix them (``usl eval --limit``).
+    wq = files["wish_quality"]
+    files["wish_quality"] = [wq[int(i)] for i in _rng(cfg.seed, "wish_quality").permutation(len(wq))]
     for src, pairs in board_pairs.items():
         board_rng = _rng(cfg.seed, "samples/" + src)
         files[BOARD_FILES[src]] = [s for p in pairs for s in maker.make(p, board_rng, wordings="unseen",

@@ -16,6 +16,7 @@ import itertools
 import json
 import logging
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +125,29 @@ def balance_length(pairs: list[Pair], rng: np.random.Generator, *, max_ratio: fl
     keep = set(few) | {int(i) for i in keep_many}
     log.debug("length balance: %d longer-wins, %d shorter-wins -> %d kept", len(longer), len(shorter), len(keep))
     return [p for i, p in enumerate(pairs) if i in keep]
+
+
+def under_length_wishes(pairs: list[Pair], *, max_ratio: float = 1.5) -> list[Pair]:
+    """The pairs whose two answers both fit one length wish, put under it: a wish for brevity when both are
+    shorter than the median answer to their query among ``pairs``, a wish for detail when both are longer.
+    Only pairs whose answers are within ``max_ratio`` of each other in words are kept, so the two differ in
+    quality and hardly in length: the label stays the better answer, and a judge that lets the wish decide
+    instead of quality gets them wrong half the time."""
+    words = lambda t: max(1, len(t.split()))
+    by_query: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for p in pairs:
+        by_query[(p.source, p.key)] |= {p.winner, p.loser}
+    median = {k: float(np.median([words(t) for t in v])) for k, v in by_query.items()}
+    out = []
+    for p in pairs:
+        w, lo, m = words(p.winner), words(p.loser), median[(p.source, p.key)]
+        if max(w, lo) > max_ratio * min(w, lo):
+            continue
+        if max(w, lo) < m:
+            out.append(replace(p, family="length_concise", note=f"{p.note}; both under the median {m:g} words"))
+        elif min(w, lo) > m:
+            out.append(replace(p, family="length_detailed", note=f"{p.note}; both over the median {m:g} words"))
+    return out
 
 
 def _arena(bench_dir: Path) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
