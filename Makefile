@@ -62,6 +62,7 @@ judge: install artifacts/data-full/train.jsonl artifacts/data-full2/train.jsonl 
        artifacts/dreader-v3/heldout.json artifacts/style-v1/heldout.npz
 	$(BIN)/usl train-fast --config configs/fast_crm.yaml
 	$(BIN)/usl train-criteria --config configs/criteria_reader.yaml --out artifacts/fast-crm
+	$(BIN)/python -m usl.fast.static_embed artifacts/fast-crm/static_table.npz
 
 artifacts/data-full/train.jsonl:
 	$(BIN)/usl data build-train $(FULL) --out artifacts/data-full

@@ -12,7 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from server_real import tiny_alpaca_layout
-from static_table import seed_static_table
 from usl.cli import app
 from usl.data.own_model import match_answers, read_model_answers
 from usl.store import Store
@@ -166,7 +165,6 @@ def test_the_default_judge_reads_only_the_new_answers(home, tmp_path):
     from usl.leaderboard.service import LeaderboardService
 
     h, src = home
-    seed_static_table(h)
     svc = LeaderboardService(Store(h / "usl.sqlite"), home=str(h), auto_topics=False)
     svc.prepare("alpaca_eval", "default")
     n_before = len(svc.judge("default").bank)

@@ -10,7 +10,6 @@ import json
 
 import numpy as np
 import pytest
-from static_table import seed_static_table
 
 from usl.judges import calibration as cal
 from usl.paths import shared_data
@@ -153,7 +152,6 @@ def board(tmp_path_factory):
         "baseline": split["baseline"], "board_models": split["board_models"], "style_models": [],
         "board": list(range(BOARD_QUERIES)), "train": []}))   # indices into the baseline's rows kept above
     home = root.parent / "home"
-    seed_static_table(home)
     r = CliRunner().invoke(app, ["--home", str(home), "data", "import", "alpaca-eval", "--source", str(root)])
     assert r.exit_code == 0, r.output
     from usl import paths

@@ -28,11 +28,9 @@ SETS = [(("Answers are concise and get to the point quickly.", "Uses concrete ex
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     from server_real import make_tiny
-    from static_table import seed_static_table
 
     home = tmp_path_factory.mktemp("fast_path_home")
     make_tiny(home)
-    seed_static_table(home)
     return home
 
 

@@ -10,7 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 from server_real import make_tiny
-from static_table import seed_static_table
 from test_llm_judge import FakeAPI
 from usl.cli import app
 
@@ -22,7 +21,6 @@ PAIRS = 48            # make_tiny: 16 queries x 3 models against the baseline
 def home(tmp_path_factory):
     home = tmp_path_factory.mktemp("spend")
     make_tiny(home)
-    seed_static_table(home)
     return home
 
 

@@ -122,10 +122,8 @@ def test_a_new_criteria_board_on_a_warm_home_imports_no_torch(tmp_path):
     """`usl rank --no-server` with criteria never asked before, in a fresh process, after one board has
     warmed the data directory (answers embedded and read, the encoder exported)."""
     from server_real import make_tiny
-    from static_table import seed_static_table
 
     make_tiny(tmp_path)
-    seed_static_table(tmp_path)
     def run(*args: str) -> list[str]:
         code = ("import sys\nfrom usl.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
                 "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))")
@@ -168,3 +166,28 @@ def test_the_static_table_is_built_without_torch_and_matches_minilm_in_torch(tmp
         h = torch.nn.functional.normalize(model(input_ids=x, attention_mask=torch.ones_like(x)).last_hidden_state.mean(1), dim=-1)
     head = np.load(tmp_path / "head.npy").astype(np.float32)
     assert np.abs(head - h.numpy()).max() < 2e-3
+
+
+def test_the_shipped_table_is_the_built_one_and_no_fresh_directory_builds_it(tmp_path, monkeypatch):
+    """The default judge's weights carry the table (int8, a scale a row): it is within int8 rounding of the
+    table built here, and an embedder given it never builds one; a file that is not a table is named."""
+    from usl.fast import static_embed
+    from usl.weights import shipped
+
+    path = shipped("fast-crm") / static_embed.STATIC_TABLE
+    table = static_embed.load_shipped(path)
+    assert table.shape == (30522, 384) and table.dtype == np.float16
+    encoder = static_embed.frozen(tmp_path)            # the rows build_table would write, here
+    ids = np.arange(1000, 1512, dtype=np.int64)
+    x = np.stack([np.full_like(ids, encoder.cls), ids, np.full_like(ids, encoder.sep)], 1)
+    h = encoder.run_ids(x, np.ones_like(x))[-1].mean(1)
+    h /= np.linalg.norm(h, axis=1, keepdims=True)
+    assert np.abs(table[1000:1512].astype(np.float32) - h).max() < 3e-3
+    assert np.allclose(np.linalg.norm(table.astype(np.float32), axis=1), 1.0, atol=1e-2)
+    monkeypatch.setattr(static_embed, "build_table", lambda *a, **k: pytest.fail("built a table"))
+    e = static_embed.StaticEmbedder(tmp_path / "static", shipped=path)
+    assert e.encode(["An answer."]).shape == (1, 384)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, q=np.zeros((2, 3), np.int8))
+    with pytest.raises(ValueError, match="bad.npz: not a static embedding table"):
+        static_embed.load_shipped(bad)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from server_real import make_tiny
-from static_table import seed_static_table
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "python_api.md"
 
@@ -26,7 +25,6 @@ def test_import_usl_is_cheap_and_names_its_surface():
 
 def test_the_docs_examples_run(tmp_path, capsys):
     make_tiny(tmp_path)
-    seed_static_table(tmp_path)
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
     assert len(blocks) >= 5
     namespace = {"HOME": str(tmp_path)}

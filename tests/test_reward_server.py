@@ -13,7 +13,6 @@ import httpx
 import pytest
 
 from server_real import make_tiny, serve_output, server_pid, sigterm_and_wait, usl_serve, wait_for_log
-from static_table import seed_static_table
 from usl.judges.base import Verdict
 from usl.judges.reward import RewardItem, logit, score_batch
 from usl.server.reward import OpenRLHFIn, _openrlhf_items
@@ -84,7 +83,6 @@ def _doc_json(n: int) -> dict:
 def reward_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("reward_home")
     make_tiny(home)
-    seed_static_table(home)
     return home
 
 
@@ -193,7 +191,6 @@ def test_sigterm_while_the_readers_load_and_a_reward_batch_waits_exits_0_within_
 
 
     make_tiny(tmp_path)
-    seed_static_table(tmp_path)
     batch = {"items": [{"prompt": "Explain recursion.", "responses": [
         f"Answer {i}: " + "a function that calls itself on a smaller case " * (i + 2) for i in range(16)]}]}
     with usl_serve(tmp_path, "--no-import", "--benchmark", "tiny", "--judge", "default", "--refine-with", "none",

@@ -16,7 +16,6 @@ import httpx
 import pytest
 
 from server_real import make_tiny, usl_serve
-from static_table import seed_static_table
 from test_llm_judge import FakeAPI
 
 PAIRS = 48            # make_tiny: 16 queries x 3 models against the baseline
@@ -26,7 +25,6 @@ BATCH = 16            # pairs an LLM reader reads between two progress calls (us
 @pytest.fixture
 def served(tmp_path):
     make_tiny(tmp_path)
-    seed_static_table(tmp_path)
     api = FakeAPI(delay=0.25)     # 8 requests in flight: a batch of 16 pairs takes about a second
     judge = f"default:quality=llm:fake,base_url={api.url},api_key_env=,max_retries=0"
     try:

@@ -31,7 +31,7 @@ from usl.fast.criterion_kinds import KindModel
 from usl.fast.criteria_lexicon import split_sign
 from usl.fast.scorer import ADAPTER_DIR, AnswerRepr, CriteriaRepr, FastScorer, criteria_features
 from usl.data.pairs.general import QUALITY_CRITERIA
-from usl.fast.static_embed import StaticEmbedder
+from usl.fast.static_embed import STATIC_TABLE, StaticEmbedder
 from usl.fast.substance import FOLDER as SUBSTANCE_FOLDER, SubstanceBank, substance_first
 from usl.judges.base import (DecisionTerms, JudgeRequest, LoadsReaders, ReadsLocally, Verdict,
                              verdicts_by_matrix)
@@ -95,7 +95,7 @@ class FastJudge:
         self.version = f"fast-{_weights_hash(self.weights)}"
         self.model = FastScorer.load(self.weights)
         cache = paths.cache_dir(home)
-        self.static = StaticEmbedder(cache / "static", idf=self.model.idf)
+        self.static = StaticEmbedder(cache / "static", idf=self.model.idf, shipped=self.weights / STATIC_TABLE)
         if hasattr(self.model.register, "set_cache_dir"):
             self.model.register.set_cache_dir(cache / "style")
         self.bank = AnswerBank(self.static, cache / "answers", register=self.model.register, shipped=self.weights)
