@@ -53,7 +53,8 @@ def test_a_bad_spec_is_one_line_naming_the_field(tmp_path):
     cases = {'{"spec": {"criteria": {"likes": "Concise"}}, "rows": []}': "spec.criteria.likes: expected a list of strings",
              '{"judge": "length", "colour": "red"}': "spec: unknown field(s) colour",
              '{"n_bootstrap": "many"}': "spec.n_bootstrap: expected int, got str",
-             '[1, 2]': "spec: expected an object"}
+             '[1, 2]': "spec: expected an object",
+             '{"judge": "nosuchjudge"}': "bad.json: spec.judge: unknown judge 'nosuchjudge'; known: "}
     for text, message in cases.items():
         f = tmp_path / "bad.json"
         f.write_text(text)

@@ -112,6 +112,8 @@ def test_topic_names_are_accepted_as_ids(served):
     ({"baseline": "nobody"}, 422, r"unknown baseline 'nobody'"),
     ({"likes": "not a list"}, 422, r"likes: Input should be a valid list"),
     ({"colour": "red"}, 422, r"colour: Extra inputs are not permitted"),
+    ({"n_bootstrap": 10_001}, 422, r"n_bootstrap: Input should be less than or equal to 10000"),
+    ({"seed": -1}, 422, r"seed: Input should be greater than or equal to 0"),
     ({"topics": ["math"], "use_case": "homework"}, 422, r"choose topics or describe your use case, not both"),
 ])
 def test_bad_specs_are_rejected_with_a_message(served, spec, status, match):
@@ -121,6 +123,20 @@ def test_bad_specs_are_rejected_with_a_message(served, spec, status, match):
     r = c.post("/api/leaderboard", json=spec)
     assert r.status_code == status
     assert re.search(match, r.json()["detail"]), r.json()["detail"]
+
+
+def test_the_resamples_and_their_seed_are_the_requests_to_choose(served):
+    """As the CLI's --n-bootstrap and --seed: the request's reach the engine's spec, and the board's link
+    carries them, so the page and the GET routes rank the same board."""
+    _, c = served
+    none = c.post("/api/leaderboard", json={"likes": ["Concise"], "n_bootstrap": 0}).json()
+    assert none["leaderboard"]["spec"]["n_bootstrap"] == 0 and "n_bootstrap=0" in none["query"]
+    a = c.post("/api/leaderboard", json={"likes": ["Concise"], "n_bootstrap": 200, "seed": 7}).json()
+    assert (a["leaderboard"]["spec"]["n_bootstrap"], a["leaderboard"]["spec"]["seed"]) == (200, 7)
+    again = c.get("/api/leaderboard?" + a["query"]).json()
+    assert (again["leaderboard"]["spec"]["n_bootstrap"], again["leaderboard"]["spec"]["seed"]) == (200, 7)
+    plain = c.post("/api/leaderboard", json={"likes": ["Concise"]}).json()
+    assert "n_bootstrap" not in plain["query"] and "seed" not in plain["query"]
 
 
 def test_query_parameter_limits_match_the_body_limits(served):

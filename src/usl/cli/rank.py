@@ -295,9 +295,16 @@ def _read_spec(path: str):
     from usl.data.io import read_json
     from usl.leaderboard.types import LeaderboardSpec
 
+    from usl.judges.registry import check_judge_name
+
     found = read_json(path)
     recorded = found["spec"] if isinstance(found, dict) and isinstance(found.get("spec"), dict) else found
-    return LeaderboardSpec.from_json(recorded, where=f"{path}: spec"), recorded
+    spec = LeaderboardSpec.from_json(recorded, where=f"{path}: spec")
+    try:
+        check_judge_name(spec.judge)
+    except ValueError as e:
+        raise ValueError(f"{path}: spec.judge: {e}") from None
+    return spec, recorded
 
 
 def _remote(ctx: typer.Context):
@@ -323,7 +330,9 @@ def _service(ctx: typer.Context):
 
 
 class _progress:
-    """A tqdm bar on stderr, opened on the first report of a job with work to do."""
+    """A tqdm bar on stderr, opened on the first report of a job with work to do; none where stderr is not a
+    terminal (a log, or stderr joined to stdout in a pipe), whose bar would end in carriage returns with no
+    newline before the table."""
 
     def __init__(self, desc: str = "judging", unit: str = "judgment"):
         self.desc, self.unit = desc, unit
@@ -338,7 +347,7 @@ class _progress:
         if self.bar is None or self.bar.total != total or done < self.bar.n:
             if self.bar is not None:
                 self.bar.close()
-            self.bar = tqdm(total=total, desc=self.desc, unit=self.unit, file=sys.stderr, leave=False)
+            self.bar = tqdm(total=total, desc=self.desc, unit=self.unit, file=sys.stderr, leave=False, disable=None)
         self.bar.update(done - self.bar.n)
 
     def __exit__(self, *exc) -> None:

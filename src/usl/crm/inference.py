@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -115,16 +116,27 @@ class CRMScorer:
 
     def _weights(self, load):
         """``load(dir)`` on this CRM's directory, or, for a LoRA adapter, on its backbone with the
-        adapter merged in (warning when the backbone is not the one it was trained on)."""
-        if self.base_dir is None:
-            return load(self.dir)
-        from peft import PeftModel
+        adapter merged in (warning when the backbone is not the one it was trained on). Quietly: a board's
+        output is not the place for transformers' loading bar or the deprecation notices peft triggers."""
+        from transformers.utils import logging as hf_logging
 
-        sha = weights_sha256(self.base_dir)
-        if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:
-            log.warning("backbone %s differs from the one this CRM was trained on (sha %s != %s)",
-                        self.base_dir, sha[:12], self.meta["backbone_sha256"][:12])
-        return PeftModel.from_pretrained(load(self.base_dir), str(self.dir)).merge_and_unload()
+        bar = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers(\.|$)")
+                if self.base_dir is None:
+                    return load(self.dir)
+                from peft import PeftModel
+
+                sha = weights_sha256(self.base_dir)
+                if self.meta.get("backbone_sha256") and sha != self.meta["backbone_sha256"]:
+                    log.warning("backbone %s differs from the one this CRM was trained on (sha %s != %s)",
+                                self.base_dir, sha[:12], self.meta["backbone_sha256"][:12])
+                return PeftModel.from_pretrained(load(self.base_dir), str(self.dir)).merge_and_unload()
+        finally:
+            if bar:
+                hf_logging.enable_progress_bar()
 
     def _encode(self, kind: str, enc) -> tuple:
         return (enc.input_ids, self.fmt.span_rows(enc, kind)) if self.meta.get("head") == "span" \

@@ -42,11 +42,17 @@ def register(name: str) -> Callable[[Callable[..., Judge]], Callable[..., Judge]
     return deco
 
 
-def load_judge(spec: str, **options) -> Judge:
-    name, _, arg = spec.partition(":")
-    if name not in _FACTORIES and name in _BUILTIN_MODULES:
-        importlib.import_module(_BUILTIN_MODULES[name])
-    if name not in _FACTORIES:
+def check_judge_name(spec: str) -> None:
+    """Raise ``ValueError`` naming the known judges when ``spec`` names none of them; loads nothing."""
+    name = spec.partition(":")[0]
+    if name not in _FACTORIES and name not in _BUILTIN_MODULES:
         known = sorted(set(_FACTORIES) | set(_BUILTIN_MODULES))
         raise ValueError(f"unknown judge {spec!r}; known: {', '.join(known)}")
+
+
+def load_judge(spec: str, **options) -> Judge:
+    check_judge_name(spec)
+    name, _, arg = spec.partition(":")
+    if name not in _FACTORIES:
+        importlib.import_module(_BUILTIN_MODULES[name])
     return _FACTORIES[name](arg or None, **options)

@@ -201,11 +201,14 @@ def spec_query(likes: list[str] = Query([], description="Repeat for several crit
                use_case: str = Query(""), judge: Optional[str] = Query(None),
                baseline: Optional[str] = Query(None), benchmark: Optional[str] = Query(None),
                per_criterion: bool = Query(True, description="false: no per-criterion breakdown (sooner)."),
+               n_bootstrap: int = Query(1000, description="Bootstrap resamples for the intervals (0: none)."),
+               seed: int = Query(0, description="Seed of the bootstrap."),
                calibration: Optional[str] = Query(None, description="A stored calibration of the judge.")) -> SpecIn:
     """A ``SpecIn`` from URL query parameters, under the same limits as a JSON body."""
     try:
         return SpecIn(likes=likes, avoid=avoid, topics=topics, use_case=use_case, judge=judge,
-                      baseline=baseline, benchmark=benchmark, per_criterion=per_criterion, calibration=calibration)
+                      baseline=baseline, benchmark=benchmark, per_criterion=per_criterion, n_bootstrap=n_bootstrap,
+                      seed=seed, calibration=calibration)
     except ValidationError as e:
         raise RequestValidationError(e.errors()) from e
 

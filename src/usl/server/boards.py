@@ -14,7 +14,7 @@ import math
 import os
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 from urllib.parse import urlencode
 
@@ -97,7 +97,7 @@ class Boards:
             spec = LeaderboardSpec(criteria=criteria, benchmark=benchmark, topics=topic_ids,
                                    use_case=" ".join(s.use_case.split()), judge=judge,
                                    baseline=s.baseline or None, per_criterion=s.per_criterion,
-                                   calibration=s.calibration or "")
+                                   n_bootstrap=s.n_bootstrap, seed=s.seed, calibration=s.calibration or "")
         except InputError as e:         # the schema checks the same limits; this is the second line
             raise HTTPException(422, str(e)) from e
         if spec.calibration:            # unknown, or fitted for another benchmark or criteria: 422 before any work
@@ -288,9 +288,17 @@ async def _in_background(fn, *args) -> Any:
         except (OSError, AttributeError):  # not Linux, or not allowed: the warm-up runs at the usual priority
             pass
         try:
-            fut.set_result(fn(*args))
+            result = fn(*args)
         except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
-            fut.set_exception(e)
+            settle(fut.set_exception, e)
+        else:
+            settle(fut.set_result, result)
+
+    def settle(setter, value) -> None:
+        try:
+            setter(value)
+        except InvalidStateError:   # the awaiting side was cancelled (the server is stopping): no one to tell
+            pass
 
     threading.Thread(target=run, name="usl-warm-up", daemon=True).start()
     return await asyncio.wrap_future(fut)
@@ -377,6 +385,9 @@ def query_string(spec: LeaderboardSpec) -> str:
                                    ("calibration", spec.calibration)) if v]
     if not spec.per_criterion:
         params.append(("per_criterion", "false"))
+    default = LeaderboardSpec()
+    params += [(k, str(v)) for k, v, d in (("n_bootstrap", spec.n_bootstrap, default.n_bootstrap),
+                                           ("seed", spec.seed, default.seed)) if v != d]
     return urlencode(params)
 
 

@@ -60,6 +60,9 @@ class SpecIn(BaseModel):
     benchmark: Optional[Name] = Field(None, description="Benchmark name (GET /api/benchmarks).")
     per_criterion: bool = Field(True, description="Also judge each criterion alone (the breakdown): one more "
                                                   "board per criterion; false returns the board sooner.")
+    n_bootstrap: int = Field(1000, ge=0, le=LIMITS.max_bootstrap,
+                             description="Bootstrap resamples of the queries for the intervals (0: none).")
+    seed: int = Field(0, ge=0, le=LIMITS.max_seed, description="Seed of the bootstrap.")
     calibration: Optional[Name] = Field(None, description="Rank under this stored calibration of the judge "
                                                           "(POST /api/check/calibrate); the criteria must be the "
                                                           "ones it was fitted under.")
