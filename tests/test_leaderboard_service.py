@@ -372,3 +372,14 @@ def test_agreement_with_a_published_board_comes_with_intervals_over_the_queries(
 def test_examples_of_the_baseline_say_it_is_the_baseline(home):
     with pytest.raises(ValueError, match="'base' is the baseline"):
         LeaderboardService(Store(home / "usl.sqlite")).examples(spec(), "base")
+
+
+def test_a_wish_said_twice_in_other_case_or_spacing_counts_once():
+    """"Be concise" and "be  concise" are one wish: the spec keeps its first spelling, in the user's order, so
+    the board weighs it once and its cache key is the single wish's."""
+    from usl.leaderboard.types import LeaderboardSpec
+    from usl.types import Criteria
+
+    spec = LeaderboardSpec(criteria=Criteria(("Be concise", "Uses examples", "be  concise"), ("Jargon", "JARGON ")))
+    assert spec.criteria == Criteria(("Be concise", "Uses examples"), ("Jargon",))
+    assert spec.criteria.key() == Criteria(("Uses examples", "Be concise"), ("Jargon",)).key()

@@ -76,6 +76,17 @@ class Criteria:
     likes: tuple[str, ...] = ()
     avoid: tuple[str, ...] = ()
 
+    def deduplicated(self) -> "Criteria":
+        """Whitespace-normalised, each criterion once whatever its case (its first spelling kept), in the
+        user's order: "Be concise" and "be concise" are one wish, weighed once."""
+        def once(xs: tuple[str, ...]) -> tuple[str, ...]:
+            kept: dict[str, str] = {}
+            for x in xs:
+                text = " ".join(x.split())
+                kept.setdefault(text.casefold(), text)
+            return tuple(kept.values())
+        return Criteria(once(self.likes), once(self.avoid))
+
     def canonical(self) -> "Criteria":
         """Whitespace-normalised, de-duplicated, order-free form: the cache key's basis."""
         norm = lambda xs: tuple(sorted({" ".join(x.split()) for x in xs if x.strip()}))

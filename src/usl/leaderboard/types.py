@@ -25,6 +25,7 @@ class LeaderboardSpec:
 
     def __post_init__(self):
         check_spec(self)              # every field in its range (usl.leaderboard.limits), before any work
+        object.__setattr__(self, "criteria", self.criteria.deduplicated())   # each wish counted once
 
     def to_json(self) -> dict:
         d = asdict(self)
