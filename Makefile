@@ -91,7 +91,7 @@ judge-style: artifacts/data-full/train.jsonl artifacts/board.json
 # reader on AlpacaEval's answers and non-answers made from them (about 8 minutes on one H200), then trained on
 # with the quality pairs beside them (the shipped head: 2.5 minutes, 217 steps; scripts/gpu_substance.sh on
 # a bare GPU box). Hours on a CPU. Copy artifacts/substance to artifacts/fast-crm/substance, fit the
-# quality reading's length control (`usl quality fit-length --weights artifacts/fast-crm --train
+# quality reading's length correction (`usl quality fit-length --weights artifacts/fast-crm --train
 # artifacts/data/train.jsonl`), fit the gate on `usl eval --judge substance:...` predictions, then
 # `usl quality fit-substance --weights artifacts/fast-crm` (CPU, a few minutes each).
 judge-substance:

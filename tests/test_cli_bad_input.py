@@ -136,6 +136,7 @@ def test_a_model_named_twice_is_named(tmp_path):
 # ---- every input in its range, from one definition (usl.leaderboard.limits) -----------------------
 BAD_SPEC_INPUTS = [
     (["--n-bootstrap", "1000000000000"], "--n-bootstrap: 1000000000000 is out of range; it must be from 0 to 10,000"),
+    (["--n-bootstrap", "3"], "--n-bootstrap: 3 resamples give no usable interval; use 0 (no interval) or 10 to 10,000"),
     (["--n-bootstrap", "-5"], "--n-bootstrap: -5 is out of range"),
     (["--seed", "-1"], "--seed: -1 is out of range; it must be from 0 to 4,294,967,295"),
     (["--seed", str(2**40)], "--seed: 1099511627776 is out of range"),

@@ -178,23 +178,23 @@ def test_readings_another_process_stored_are_taken_and_kept(tmp_path):
 def test_the_length_control_is_the_slope_of_the_readings_on_length():
     """Planted: r rises by 0.6 a unit of log length plus noise; the fit finds the slope, and a reading with no
     tie to length gets a slope near 0 and a small r2."""
-    from usl.judges.substance import fit_length_control
+    from usl.judges.substance import fit_length_correction
 
     rng = np.random.default_rng(0)
     ws = rng.integers(20, 80, 500).astype(float)
     wl = ws * rng.uniform(1.3, 6.0, 500)
     rs = rng.normal(0, 1, 500)
     rl = rs + 0.6 * np.log(wl / ws) + rng.normal(0, 0.3, 500)
-    got = fit_length_control(rs, rl, ws, wl)
+    got = fit_length_correction(rs, rl, ws, wl)
     assert got["slope"] == pytest.approx(0.6, abs=0.05) and got["r2"] > 0.5 and got["pairs"] == 500
-    flat = fit_length_control(rs, rs + rng.normal(0, 1, 500), ws, wl)
+    flat = fit_length_correction(rs, rs + rng.normal(0, 1, 500), ws, wl)
     assert abs(flat["slope"]) < 0.15 and flat["r2"] < 0.05
     with pytest.raises(ValueError, match="too few pairs"):
-        fit_length_control(rs[:3], rl[:3], ws[:3], ws[:3])
+        fit_length_correction(rs[:3], rl[:3], ws[:3], ws[:3])
 
 
 def test_the_quality_reading_takes_length_out_as_fitted_and_names_it(tmp_path):
-    """With ``length_control.json`` beside the reader, Q(A, B) is r(A) - r(B) less lambda times the log length
+    """With ``length_correction.json`` beside the reader, Q(A, B) is r(A) - r(B) less lambda times the log length
     ratio, and the reader's identity says so (stored readings of the plain reading are not taken for it); a
     torn file is named."""
     import shutil
@@ -219,5 +219,5 @@ def test_the_quality_reading_takes_length_out_as_fitted_and_names_it(tmp_path):
     assert controlled.readings([q], [a], [b])[0] == pytest.approx(-1.0 - 0.5 * ratio, abs=1e-5)
     assert controlled.readings([q], [b], [a])[0] == pytest.approx(1.0 + 0.5 * ratio, abs=1e-5)
     (folder / LENGTH_FILE).write_text("{")
-    with pytest.raises(ValueError, match="length_control.json: not a length control"):
+    with pytest.raises(ValueError, match="length_correction.json: not a length correction"):
         SubstanceQuality(folder, home=str(tmp_path / "home"))

@@ -62,6 +62,8 @@ def test_a_bad_spec_is_one_line_naming_the_field(tmp_path):
         assert r.exit_code == 2 and message in r.output and len(r.output.strip().splitlines()) == 1, r.output
     r = usl(tmp_path, "rank", "--spec", str(f), "--criteria", "Concise")
     assert r.exit_code == 2 and "--spec gives the criteria" in r.output
+    r = usl(tmp_path, "rank", "--spec", str(f), "--n-bootstrap", "0", "--judge", "length")
+    assert r.exit_code == 2 and "leave out --judge, --n-bootstrap" in r.output, r.output
 
 
 @pytest.mark.browser

@@ -114,6 +114,9 @@ def test_topic_names_are_accepted_as_ids(served):
     ({"colour": "red"}, 422, r"colour: Extra inputs are not permitted"),
     ({"n_bootstrap": 10_001}, 422, r"n_bootstrap: Input should be less than or equal to 10000"),
     ({"seed": -1}, 422, r"seed: Input should be greater than or equal to 0"),
+    ({"n_bootstrap": 3}, 422, r"n_bootstrap: 3 resamples give no usable interval"),
+    ({"n_bootstrap": True}, 422, r"n_bootstrap: Input should be a valid integer"),
+    ({"seed": "7"}, 422, r"seed: Input should be a valid integer"),
     ({"topics": ["math"], "use_case": "homework"}, 422, r"choose topics or describe your use case, not both"),
 ])
 def test_bad_specs_are_rejected_with_a_message(served, spec, status, match):

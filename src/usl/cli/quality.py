@@ -173,13 +173,13 @@ def fit_length_cmd(
         train: str = typer.Option(..., help="`usl data build-train`'s train.jsonl: its length/alpaca_style pairs (one "
                                             "model's shorter and longer answers to a training query) are read."),
         weights: str = typer.Option("", help="The fast CRM's weights folder whose substance/ reader gets the length "
-                                             "control (default: the shipped one)."),
+                                             "correction (default: the shipped one)."),
         pairs: int = typer.Option(800, min=10, help="How many pairs to read (a seeded draw of them all)."),
         seed: int = typer.Option(0, help="Seed of the draw.")) -> None:
-    """Fit the quality reading's length control (usl.judges.substance: lambda in Q(A, B) = r(A) - r(B) - lambda *
+    """Fit the quality reading's length correction (usl.judges.substance: lambda in Q(A, B) = r(A) - r(B) - lambda *
     log-length ratio) on pairs of one model's shorter and longer answers to one training query (AlpacaEval's
     concise, default and verbose answers of its style models), which say the same at two lengths. Writes
-    substance/length_control.json beside the weights; refit the gate and the calibration after it."""
+    substance/length_correction.json beside the weights; refit the gate and the calibration after it."""
     with user_errors():
         import json
         import random
@@ -190,12 +190,14 @@ def fit_length_cmd(
         from usl import paths
         from usl.data.io import iter_jsonl
         from usl.fast import substance
-        from usl.judges.substance import LENGTH_FILE, fit_length_control
+        from usl.judges.substance import LENGTH_FILE, fit_length_correction
         from usl.weights import shipped
 
+        if weights and not Path(weights).is_dir():
+            raise ValueError(f"--weights {weights}: no such folder")
         folder = (Path(weights) if weights else shipped("fast-crm")) / substance.FOLDER
         if not (folder / "head.safetensors").is_file():
-            raise ValueError(f"{folder}: no substance reader with a quality head to control")
+            raise ValueError(f"{folder}: no substance reader with a quality head to correct")
         found, seen = [], set()
         for n, row in iter_jsonl(Path(train)):
             if not str(row.get("source", "")).startswith("length/alpaca_style") or row.get("group") in seen:
@@ -214,7 +216,7 @@ def fit_length_cmd(
         q = [c[0] for c in chosen]
         r = bank.quality(q + q, [c[1] for c in chosen] + [c[2] for c in chosen])
         words = lambda ts: np.array([len(t.split()) for t in ts], dtype=np.float64)
-        report = fit_length_control(r[:len(q)], r[len(q):], words([c[1] for c in chosen]),
+        report = fit_length_correction(r[:len(q)], r[len(q):], words([c[1] for c in chosen]),
                                     words([c[2] for c in chosen]))
         report |= {"queries": len(set(q)), "seed": seed, "source": f"{Path(train).name}: length/alpaca_style pairs"}
         (folder / LENGTH_FILE).write_text(json.dumps(report, indent=1) + "\n")

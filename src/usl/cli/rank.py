@@ -62,7 +62,7 @@ def rank(ctx: typer.Context,
          benchmark: str = typer.Option("alpaca_eval", "--benchmark", help="Benchmark name in the store."),
          fmt: str = typer.Option("table", "--format", "-f", help="table | json | csv | md"),
          n_bootstrap: int = typer.Option(1000, "--n-bootstrap", help="Bootstrap resamples of the queries for CIs "
-                                                                     "(0 to 10,000; 0: none)."),
+                                                                     "(0: none, or 10 to 10,000)."),
          seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
          per_criterion: bool = typer.Option(True, "--per-criterion/--no-per-criterion",
                                             help="Also judge each criterion alone (breakdown)."),
@@ -100,6 +100,13 @@ def rank(ctx: typer.Context,
                                  "--topics and --use-case")
             if calibration:
                 raise ValueError("--spec names its calibration; leave out --calibration")
+            given = [opt for opt, value, default in (
+                ("--judge", judge, "default"), ("--baseline", baseline, None), ("--benchmark", benchmark, "alpaca_eval"),
+                ("--n-bootstrap", n_bootstrap, 1000), ("--seed", seed, 0), ("--no-per-criterion", per_criterion, True))
+                if value != default]
+            if given:
+                raise ValueError(f"--spec gives the judge, baseline, benchmark, resamples, seed and breakdown; leave "
+                                 f"out {', '.join(given)} (or edit the file)")
             spec, recorded = _read_spec(spec_file)
         else:
             spec = _spec(criteria, avoid, topics, use_case, judge, baseline, benchmark, n_bootstrap, seed,

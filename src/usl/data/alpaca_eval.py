@@ -189,7 +189,7 @@ def load_alpaca_eval(source: str | Path, *, split: str | None = None, models: Se
     if progress:
         from tqdm import tqdm
 
-        iterator = tqdm(wanted, desc="reading model outputs", unit="model")
+        iterator = tqdm(wanted, desc="reading model outputs", unit="model", disable=None)
     for model in iterator:
         items = base_items if model == baseline else read_outputs(files[model])
         responses.extend(_match(model, items, index, selected, files[model], notes))
@@ -264,7 +264,7 @@ def fetch(source: str, cache_root: Path, *, models: Sequence[str] | None = None,
         if progress:
             from tqdm import tqdm
 
-            iterator = tqdm(wanted, desc="downloading model outputs", unit="model")
+            iterator = tqdm(wanted, desc="downloading model outputs", unit="model", disable=None)
         for m in iterator:
             if any((dest / "outputs" / f"{m}{s}").is_file() for s in _SUFFIXES):
                 continue

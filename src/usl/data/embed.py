@@ -70,7 +70,7 @@ class Embedder:
         if show_progress:
             from tqdm import tqdm
 
-            starts = tqdm(starts, desc="embedding", unit="batch")
+            starts = tqdm(starts, desc="embedding", unit="batch", disable=None)
         out = np.zeros((len(texts), DIM), np.float32)
         for s in starts:
             hidden, mask = model.states(list(texts[s:s + self.batch_size]), max_length=self.max_seq_length)

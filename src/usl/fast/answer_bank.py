@@ -191,7 +191,7 @@ class AnswerBank:
         from tqdm.auto import tqdm
 
         rs, fs, cs = [], [], []
-        bar = tqdm(total=len(keys), desc="embedding answers", unit="answer", disable=len(keys) < 5000)
+        bar = tqdm(total=len(keys), desc="embedding answers", unit="answer", disable=True if len(keys) < 5000 else None)
         for start in range(0, len(keys), self.chunk):
             part = keys[start:start + self.chunk]
             qs = [q for q, _ in part]

@@ -287,7 +287,7 @@ class StyleScorer:
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
         with torch.inference_mode():
             for s in tqdm(range(0, len(order), batch), desc="style scores", unit="batch",
-                          disable=len(order) < 4 * batch):
+                          disable=True if len(order) < 4 * batch else None):
                 idx = order[s:s + batch]
                 # padded to a multiple of SHAPE_STEP tokens: the CPU's kernels are made and kept per shape
                 x = tok.pad({"input_ids": [ids[i] for i in idx]}, pad_to_multiple_of=SHAPE_STEP,

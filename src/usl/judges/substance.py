@@ -8,9 +8,9 @@ reader's folder (default: the shipped judge's ``fast-crm/substance``); the readi
 (:meth:`~usl.fast.substance.SubstanceBank.shared`), so the default judge reads each answer once for both
 terms.
 
-**Length-controlled.** ``r`` learned from LLM judges' labels, and those favour longer answers: between one
+**Length-corrected.** ``r`` learned from LLM judges' labels, and those favour longer answers: between one
 model's concise and verbose answers to a query, which say the same at two lengths, ``r`` rises with length.
-Where the reader's folder holds ``length_control.json`` (:func:`fit_length_control`, ``usl quality
+Where the reader's folder holds ``length_correction.json`` (:func:`fit_length_correction`, ``usl quality
 fit-length``), that rise is taken out, as AlpacaEval's length-controlled win rate does for its judge:
 
     Q(A, B) = r(A) - r(B) - lambda * (log words(A) - log words(B))
@@ -80,7 +80,7 @@ class SubstanceQuality:
         return [Verdict(float(p)) for p in 1.0 / (1.0 + np.exp(-q.astype(np.float64)))]
 
 
-LENGTH_FILE = "length_control.json"
+LENGTH_FILE = "length_correction.json"
 
 
 def log_words(texts: Sequence[str]) -> np.ndarray:
@@ -89,17 +89,17 @@ def log_words(texts: Sequence[str]) -> np.ndarray:
 
 
 def length_slope(folder: str | Path) -> float:
-    """The reader's fitted ``lambda`` (0 where its folder holds no ``length_control.json``)."""
+    """The reader's fitted ``lambda`` (0 where its folder holds no ``length_correction.json``)."""
     path = Path(folder) / LENGTH_FILE
     if not path.is_file():
         return 0.0
     try:
         return float(json.loads(path.read_text())["slope"])
     except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}: not a length control ({e}); refit it with usl quality fit-length") from None
+        raise ValueError(f"{path}: not a length correction ({e}); refit it with usl quality fit-length") from None
 
 
-def fit_length_control(r_short: np.ndarray, r_long: np.ndarray, words_short: np.ndarray,
+def fit_length_correction(r_short: np.ndarray, r_long: np.ndarray, words_short: np.ndarray,
                        words_long: np.ndarray) -> dict:
     """``lambda``, the least-squares slope through the origin of ``r(long) - r(short)`` on ``log(words_long /
     words_short)``, over pairs of one model's shorter and longer answers to one query (which say the same
@@ -107,7 +107,7 @@ def fit_length_control(r_short: np.ndarray, r_long: np.ndarray, words_short: np.
     dr = np.asarray(r_long, np.float64) - np.asarray(r_short, np.float64)
     dl = np.log(np.maximum(words_long, 1)) - np.log(np.maximum(words_short, 1))
     if len(dr) < 2 or not np.any(dl):
-        raise ValueError("too few pairs of different lengths to fit a length control")
+        raise ValueError("too few pairs of different lengths to fit a length correction")
     slope = float(dr @ dl / (dl @ dl))
     r2 = 1.0 - float(((dr - slope * dl) ** 2).sum() / max((dr ** 2).sum(), 1e-12))
     return {"slope": slope, "r2": round(r2, 4), "pairs": int(len(dr)),

@@ -36,6 +36,8 @@ class Limits:
                                                                 "name."})
     max_judge_chars: int = field(default=1000, metadata={"help": "Characters in a judge spec."})
     max_bootstrap: int = field(default=10_000, metadata={"help": "Bootstrap resamples (0: no interval)."})
+    min_bootstrap: int = field(default=10, metadata={"help": "Fewest resamples that give an interval (below, a "
+                                                            "percentile interval need not hold its own estimate)."})
     max_seed: int = field(default=2**32 - 1, metadata={"help": "Largest bootstrap seed (the least is 0)."})
 
 
@@ -92,6 +94,11 @@ def check_int(value: Any, field: str, low: int, high: int) -> None:
         raise InputError(field, f"{value} is out of range; it must be from {low} to {high:,}")
 
 
+def few_resamples(n: int, limits: Limits = LIMITS) -> str:
+    return (f"{n} resamples give no usable interval; use 0 (no interval) or {limits.min_bootstrap} to "
+            f"{limits.max_bootstrap:,}")
+
+
 def check_spec(spec: Any, limits: Limits = LIMITS) -> None:
     """Raise ``InputError`` for the first field of ``spec`` (a ``LeaderboardSpec``) out of range."""
     check_texts(spec.criteria.likes, "criteria.likes", limits.max_criteria, limits.max_criterion_chars, words=True)
@@ -104,4 +111,6 @@ def check_spec(spec: Any, limits: Limits = LIMITS) -> None:
     if spec.baseline is not None:
         check_text(spec.baseline, "baseline", limits.max_name_chars)
     check_int(spec.n_bootstrap, "n_bootstrap", 0, limits.max_bootstrap)
+    if 0 < spec.n_bootstrap < limits.min_bootstrap:
+        raise InputError("n_bootstrap", few_resamples(spec.n_bootstrap, limits))
     check_int(spec.seed, "seed", 0, limits.max_seed)

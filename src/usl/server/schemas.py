@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from usl.leaderboard.limits import BLANK_CRITERION, LIMITS, InputError, Limits, check_text
+from usl.leaderboard.limits import BLANK_CRITERION, LIMITS, InputError, Limits, check_text, few_resamples
 
 __all__ = ["LIMITS", "Limits", "Criterion", "Name", "JudgeName", "SpecIn"]
 
@@ -32,6 +32,13 @@ def _words(text: str) -> str:
     if not text.strip():
         raise PydanticCustomError("blank_criterion", BLANK_CRITERION)
     return text
+
+
+def _resamples(n: int) -> int:
+    """0 or enough resamples for an interval, as the CLI and the Python API take."""
+    if 0 < n < LIMITS.min_bootstrap:
+        raise PydanticCustomError("few_resamples", few_resamples(n))
+    return n
 
 
 Criterion = Annotated[str, StringConstraints(max_length=LIMITS.max_criterion_chars), AfterValidator(_utf8),
@@ -60,9 +67,11 @@ class SpecIn(BaseModel):
     benchmark: Optional[Name] = Field(None, description="Benchmark name (GET /api/benchmarks).")
     per_criterion: bool = Field(True, description="Also judge each criterion alone (the breakdown): one more "
                                                   "board per criterion; false returns the board sooner.")
-    n_bootstrap: int = Field(1000, ge=0, le=LIMITS.max_bootstrap,
-                             description="Bootstrap resamples of the queries for the intervals (0: none).")
-    seed: int = Field(0, ge=0, le=LIMITS.max_seed, description="Seed of the bootstrap.")
+    n_bootstrap: Annotated[StrictInt, AfterValidator(_resamples)] = Field(
+        1000, ge=0, le=LIMITS.max_bootstrap,
+        description=f"Bootstrap resamples of the queries for the intervals: 0 (none) or {LIMITS.min_bootstrap} "
+                    f"to {LIMITS.max_bootstrap:,}.")
+    seed: StrictInt = Field(0, ge=0, le=LIMITS.max_seed, description="Seed of the bootstrap.")
     calibration: Optional[Name] = Field(None, description="Rank under this stored calibration of the judge "
                                                           "(POST /api/check/calibrate); the criteria must be the "
                                                           "ones it was fitted under.")
