@@ -181,16 +181,18 @@ def test_the_length_control_is_the_slope_of_the_readings_on_length():
     from usl.judges.substance import fit_length_correction
 
     rng = np.random.default_rng(0)
-    ws = rng.integers(20, 80, 500).astype(float)
-    wl = ws * rng.uniform(1.3, 6.0, 500)
+    ws = rng.integers(20, 80, 500)
+    wl = np.round(ws * rng.uniform(1.3, 6.0, 500)).astype(int)
+    texts = lambda counts: [" ".join(["word"] * int(n)) for n in counts]   # noqa: E731
+    short, long = texts(ws), texts(wl)
     rs = rng.normal(0, 1, 500)
     rl = rs + 0.6 * np.log(wl / ws) + rng.normal(0, 0.3, 500)
-    got = fit_length_correction(rs, rl, ws, wl)
+    got = fit_length_correction(rs, rl, short, long)
     assert got["slope"] == pytest.approx(0.6, abs=0.05) and got["r2"] > 0.5 and got["pairs"] == 500
-    flat = fit_length_correction(rs, rs + rng.normal(0, 1, 500), ws, wl)
+    flat = fit_length_correction(rs, rs + rng.normal(0, 1, 500), short, long)
     assert abs(flat["slope"]) < 0.15 and flat["r2"] < 0.05
     with pytest.raises(ValueError, match="too few pairs"):
-        fit_length_correction(rs[:3], rl[:3], ws[:3], ws[:3])
+        fit_length_correction(rs[:3], rl[:3], short[:3], short[:3])
 
 
 def test_the_quality_reading_takes_length_out_as_fitted_and_names_it(tmp_path):

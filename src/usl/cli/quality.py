@@ -185,10 +185,8 @@ def fit_length_cmd(
         import random
         from pathlib import Path
 
-        import numpy as np
-
         from usl import paths
-        from usl.data.io import iter_jsonl
+        from usl.data.paper_jsonl import read_samples
         from usl.fast import substance
         from usl.judges.substance import LENGTH_FILE, fit_length_correction
         from usl.weights import shipped
@@ -198,26 +196,17 @@ def fit_length_cmd(
         folder = (Path(weights) if weights else shipped("fast-crm")) / substance.FOLDER
         if not (folder / "head.safetensors").is_file():
             raise ValueError(f"{folder}: no substance reader with a quality head to correct")
-        found, seen = [], set()
-        for n, row in iter_jsonl(Path(train)):
-            if not str(row.get("source", "")).startswith("length/alpaca_style") or row.get("group") in seen:
-                continue
-            seen.add(row.get("group"))
-            try:
-                a, b = row["model_a"][-1]["content"], row["model_b"][-1]["content"]
-                found.append((row["prompt"], *sorted((a, b), key=len)))
-            except (KeyError, IndexError, TypeError) as e:
-                raise ValueError(f"{train}:{n}: not a paper-format sample ({e})") from None
+        found = {s.group: (s.prompt, *sorted((s.response_a, s.response_b), key=len))   # a pair's two orders: once
+                 for s in read_samples(train) if s.source.startswith("length/alpaca_style")}
         if not found:
             raise ValueError(f"{train}: no length/alpaca_style pairs (build it with usl data build-train)")
-        random.Random(seed).shuffle(found)
-        chosen = found[:pairs]
+        chosen = list(found.values())
+        random.Random(seed).shuffle(chosen)
+        chosen = chosen[:pairs]
         bank = substance.SubstanceBank.shared(folder, paths.cache_dir(ctx.obj.home) / "substance")
-        q = [c[0] for c in chosen]
-        r = bank.quality(q + q, [c[1] for c in chosen] + [c[2] for c in chosen])
-        words = lambda ts: np.array([len(t.split()) for t in ts], dtype=np.float64)
-        report = fit_length_correction(r[:len(q)], r[len(q):], words([c[1] for c in chosen]),
-                                    words([c[2] for c in chosen]))
+        q, short, long = [c[0] for c in chosen], [c[1] for c in chosen], [c[2] for c in chosen]
+        r = bank.quality(q + q, short + long)
+        report = fit_length_correction(r[:len(q)], r[len(q):], short, long)
         report |= {"queries": len(set(q)), "seed": seed, "source": f"{Path(train).name}: length/alpaca_style pairs"}
         (folder / LENGTH_FILE).write_text(json.dumps(report, indent=1) + "\n")
         typer.echo(json.dumps(report, indent=1) + f"\n-> {folder / LENGTH_FILE}")

@@ -99,13 +99,12 @@ def length_slope(folder: str | Path) -> float:
         raise ValueError(f"{path}: not a length correction ({e}); refit it with usl quality fit-length") from None
 
 
-def fit_length_correction(r_short: np.ndarray, r_long: np.ndarray, words_short: np.ndarray,
-                       words_long: np.ndarray) -> dict:
-    """``lambda``, the least-squares slope through the origin of ``r(long) - r(short)`` on ``log(words_long /
-    words_short)``, over pairs of one model's shorter and longer answers to one query (which say the same
+def fit_length_correction(r_short: np.ndarray, r_long: np.ndarray, short: Sequence[str], long: Sequence[str]) -> dict:
+    """``lambda``, the least-squares slope through the origin of ``r(long) - r(short)`` on the log length ratio
+    (:func:`log_words`), over pairs of one model's shorter and longer answers to one query (which say the same
     at two lengths); with the share of the readings' spread it explains (r2) and the pairs' count."""
     dr = np.asarray(r_long, np.float64) - np.asarray(r_short, np.float64)
-    dl = np.log(np.maximum(words_long, 1)) - np.log(np.maximum(words_short, 1))
+    dl = log_words(long) - log_words(short)
     if len(dr) < 2 or not np.any(dl):
         raise ValueError("too few pairs of different lengths to fit a length correction")
     slope = float(dr @ dl / (dl @ dl))
