@@ -144,8 +144,9 @@ def test_topics_per_row_and_selection(home):
                                     ({"judge": "nope"}, "unknown judge")])
 def test_errors(home, kw, msg):
     svc = LeaderboardService(Store(home / "usl.sqlite"))
-    with pytest.raises(ValueError, match=msg):     # an unknown judge fails as the spec is made
-        svc.rank(LeaderboardSpec(**({"benchmark": "tiny", "judge": "style"} | kw)))
+    s = LeaderboardSpec(**({"benchmark": "tiny", "judge": "style"} | kw))
+    with pytest.raises(ValueError, match=msg):
+        svc.rank(s)
 
 
 def test_other_baseline(home):

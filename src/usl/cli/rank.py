@@ -13,6 +13,7 @@ import typer
 
 from usl.cli.common import JUDGE_EPILOG, JUDGE_HELP
 from usl.cli.common import user_errors as _user_errors
+from usl.judges.registry import check_judge_name
 
 FORMATS = ("table", "json", "csv", "md")
 SERVER_HELP = ("Rank through a `usl serve` running on this data directory when there is one (the same board, "
@@ -306,7 +307,12 @@ def _read_spec(path: str):
 
     found = read_json(path)
     recorded = found["spec"] if isinstance(found, dict) and isinstance(found.get("spec"), dict) else found
-    return LeaderboardSpec.from_json(recorded, where=f"{path}: spec"), recorded
+    spec = LeaderboardSpec.from_json(recorded, where=f"{path}: spec")
+    try:       # a judge named in a file is checked here, where the file can be named; a service may serve more
+        check_judge_name(spec.judge)
+    except ValueError as e:
+        raise ValueError(f"{path}: spec.judge: {e}") from None
+    return spec, recorded
 
 
 def _remote(ctx: typer.Context):
