@@ -44,12 +44,19 @@ serve: install
 	$(BIN)/usl topics list >/dev/null
 	$(BIN)/usl serve
 
-# The default judge, rebuilt from its recipe (configs/fast_crm.yaml) into artifacts/fast-crm; each step
-# is skipped when its output exists. The CPU steps: the two data builds (~1 min each), the two criterion
-# readers (a few minutes each on idle cores; 2-3 min on 16) and `usl train-fast`. The style scorer is
-# trained on a GPU: `make judge-style` on a GPU machine that holds the data, or scripts/gpu_style.sh on a
-# bare GPU box (inputs packed by scripts/make_gpu_carry.py --style; under 5 min on one H200); put its
-# directory at artifacts/style-v1 before `make judge`.
+# The default judge, rebuilt from its recipe into artifacts/fast-crm (ship it by copying that folder over
+# src/usl/weights/fast-crm); each input below is skipped when it exists. The CPU steps: three data builds
+# (~1 min each), the two criterion readers (a few minutes each on idle cores), `usl train-fast`
+# (configs/fast_crm.yaml, ~16 min), the criteria reader (configs/criteria_reader.yaml, 7-40 min), the
+# static token table, the kind classifier, the fast judge's and the substance reader's predictions on 240
+# pairs of six eval files, the quality reading's length correction, the gate and the substance
+# calibration (a few minutes each; the substance reader's readings are slow on a CPU where no bank has
+# them), and the board's quality bank. Two inputs are trained on a GPU: the style scorer (`make
+# judge-style` on a GPU machine that holds the data, or scripts/gpu_style.sh on a bare GPU box, inputs
+# packed by scripts/make_gpu_carry.py --style; under 5 min on one H200) at artifacts/style-v1, and the
+# substance reader (`make judge-substance`) at artifacts/substance. The gate is fitted for the reader
+# named `substance`, the shipped one: ship a retrained substance reader before fitting a gate for it.
+J := artifacts/fast-crm
 FULL := --holdout-family '' --holdout-topic ''
 LW := $(foreach f,probe_independent_a probe_independent_b probe_independent_c probe_independent_d \
         probe_independent_e probe_independent_f probe_worked_on extra_j extra_k extra_l extra_m neutral_n,\
@@ -57,13 +64,30 @@ LW := $(foreach f,probe_independent_a probe_independent_b probe_independent_c pr
 DW := $(foreach f,extra_b extra_c extra_d extra_e,--wordings configs/domain_wordings/$(f).json)
 STYLE_ARGS := --train artifacts/data-full/train.jsonl --known artifacts/board.json \
               --score artifacts/data-full/train.jsonl --score artifacts/data-full/dev.jsonl
+GATE_FILES := $(foreach f,quality human general style domain_style length_flip,--data artifacts/data/eval/$(f).jsonl)
+SHARED ?= $(or $(USL_SHARED_DATA),../shared/data)
 
-judge: install artifacts/data-full/train.jsonl artifacts/data-full2/train.jsonl artifacts/reader-v3/heldout.json \
-       artifacts/dreader-v3/heldout.json artifacts/style-v1/heldout.npz
+judge: install artifacts/data/train.jsonl artifacts/data-full/train.jsonl artifacts/data-full2/train.jsonl \
+       artifacts/reader-v3/heldout.json artifacts/dreader-v3/heldout.json artifacts/style-v1/heldout.npz \
+       artifacts/substance/head.safetensors
+	rm -rf $(J)
 	$(BIN)/usl train-fast --config configs/fast_crm.yaml
-	$(BIN)/usl train-criteria --config configs/criteria_reader.yaml --out artifacts/fast-crm
-	$(BIN)/python -m usl.fast.static_embed artifacts/fast-crm/static_table.npz
+	$(BIN)/usl train-criteria --config configs/criteria_reader.yaml --out $(J)
+	$(BIN)/python -m usl.fast.static_embed $(J)/static_table.npz
+	$(BIN)/usl quality fit-kinds --weights $(J)
+	mkdir -p artifacts/pred
+	$(BIN)/usl eval --judge fast:$(J) $(GATE_FILES) --limit 240 --predictions artifacts/pred/fast.jsonl
+	rm -rf $(J)/substance && cp -r artifacts/substance $(J)/substance
+	$(BIN)/usl quality fit-length --weights $(J) --train artifacts/data/train.jsonl
+	$(BIN)/usl eval --judge substance:$(J)/substance $(GATE_FILES) --limit 240 --predictions artifacts/pred/quality.jsonl
+	$(BIN)/usl quality fit-gate --weights $(J) --reader substance --fast-predictions artifacts/pred/fast.jsonl \
+	    --quality-predictions artifacts/pred/quality.jsonl --report-out artifacts/pred/gate-quality-head.json
+	$(BIN)/usl quality fit-substance --weights $(J) --per-group 240
+	$(BIN)/python -m usl.judges.quality --judge substance:$(J)/substance --board $(SHARED)/alpaca_eval \
+	    --out $(J)/substance/bank-board.npz
 
+artifacts/data/train.jsonl:
+	$(BIN)/usl data build-train --out artifacts/data
 artifacts/data-full/train.jsonl:
 	$(BIN)/usl data build-train $(FULL) --out artifacts/data-full
 artifacts/data-full2/train.jsonl:
@@ -76,6 +100,8 @@ artifacts/dreader-v3/heldout.json:
 	    --test configs/domain_wordings/probe_independent_a.json --test configs/domain_wordings/probe_independent_b.json
 artifacts/style-v1/heldout.npz:
 	@echo "artifacts/style-v1: train the style scorer on a GPU first (make judge-style there)" >&2; exit 1
+artifacts/substance/head.safetensors:
+	@echo "artifacts/substance: train the substance reader on a GPU first (make judge-substance there)" >&2; exit 1
 
 # On the GPU machine: the board's answer texts (a data home where `usl data import alpaca-eval` ran),
 # then the style scorer.
@@ -90,10 +116,7 @@ judge-style: artifacts/data-full/train.jsonl artifacts/board.json
 # machine that holds the data (artifacts/data: `usl data build-train --out artifacts/data`), in two steps: the
 # reader on AlpacaEval's answers and non-answers made from them (about 8 minutes on one H200), then trained on
 # with the quality pairs beside them (the shipped head: 2.5 minutes, 217 steps; scripts/gpu_substance.sh on
-# a bare GPU box). Hours on a CPU. Copy artifacts/substance to artifacts/fast-crm/substance, fit the
-# quality reading's length correction (`usl quality fit-length --weights artifacts/fast-crm --train
-# artifacts/data/train.jsonl`), fit the gate on `usl eval --judge substance:...` predictions, then
-# `usl quality fit-substance --weights artifacts/fast-crm` (CPU, a few minutes each).
+# a bare GPU box). Hours on a CPU. `make judge` takes it from artifacts/substance and fits the rest.
 judge-substance:
 	$(BIN)/usl train-substance --base smollm2-135m --epochs 1 --negatives 3 --out artifacts/substance-v1
 	$(BIN)/usl train-substance --base smollm2-135m --init artifacts/substance-v1 --epochs 1 --negatives 3 \

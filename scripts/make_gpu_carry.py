@@ -14,15 +14,16 @@ have seen is lost; dev subsampled to ``--dev-n``), and ``eval/*.jsonl.gz`` unles
     python scripts/make_gpu_carry.py --style board.json --data artifacts/data-full --out artifacts/gpu_s
 
 packs instead what ``usl train-style`` needs there (section "Recipe" of
-``src/usl/weights/fast-crm/MODEL_CARD.md``), in two folders each of which fits beside the
-tree: ``a/`` holds the training pairs whose criteria family starts with ``--prefix`` (the styled
-answers: all the scorer trains on), ``board.json.xz`` (the ``--style`` answers, for ``--known``) and
-``score.json.xz`` (every answer of ``train.jsonl`` and ``dev.jsonl``, for ``--score``), both as
-``{"keys", "texts"}`` with each text cut after the words that hold the scorer's first ``--max-len``
-tokens and keyed by its whole text, the encoder's config and tokenizer and the first half of its fp16
-weights (``model.part0``); ``b/`` the second half (``model.part1``). Carry ``a`` in one call and
-copy it out of the tree (``/root`` stays while the machine is warm), then ``b`` in the next:
-``cat /root/s/model.part0 artifacts/gpu_s/b/model.part1 > /root/s/minilm/model.safetensors``.
+``src/usl/weights/fast-crm/MODEL_CARD.md``), in folders each of which fits beside the tracked tree
+(``--room``): ``a/`` holds the training pairs whose criteria family starts with ``--prefix`` (the
+styled answers: all the scorer trains on), ``board.json.xz`` (the ``--style`` answers, for
+``--known``) and ``score.json.xz`` (every answer of ``train.jsonl`` and ``dev.jsonl``, for
+``--score``), both as ``{"keys", "texts"}`` with each text cut after the words that hold the scorer's
+first ``--max-len`` tokens and keyed by its whole text, the encoder's config and tokenizer and the
+first part of its fp16 weights (``model.part0``); ``b/``, ``c/``, ... the further parts. Carry each
+folder but the last in a call of its own and copy it out of the tree (``/root`` stays while the
+machine is warm: ``cp -r .carry/s/a /root/s``, then ``cp .carry/s/b/* /root/s``, ...); the last
+folder travels with the call that runs ``scripts/gpu_style.sh``, which joins the parts in order.
 
     python scripts/make_gpu_carry.py --gguf gemma-3-270m-q4_k_m.gguf --data .carry/s3 --out .carry/gm
 
@@ -38,6 +39,7 @@ import json
 import lzma
 import random
 import shutil
+import subprocess
 from pathlib import Path
 
 
@@ -127,7 +129,7 @@ def pack_quality_inputs(data: Path, shared: Path, out: Path, head: int, tail: in
     and dev pairs and every eval file (answers trimmed to what a 512-token input keeps), ``dev.jsonl`` (the
     pairs the judge's combination is fitted on), and the default board's texts whole (``board.json.xz``:
     the stored readings are keyed by the exact texts)."""
-    from usl.data.pairs.alpaca import load_outputs
+    from usl.data.pairs.alpaca import board_answers, load_outputs
 
     out.mkdir(parents=True, exist_ok=True)
     int8_encoder(out / "minilm")
@@ -137,14 +139,38 @@ def pack_quality_inputs(data: Path, shared: Path, out: Path, head: int, tail: in
     for f in [data / "dev.jsonl", *sorted((data / "eval").glob("*.jsonl"))]:
         counts[f.stem] = pack_jsonl(f, out / "eval" / f"{f.stem}.jsonl.xz", head, tail)
     alp = load_outputs(shared / "alpaca_eval")
-    split = json.loads((shared / "alpaca_eval" / "split.json").read_text())
-    models = [split["baseline"], *alp.board_models]
-    board = {"queries": list(alp.board), "baseline": split["baseline"],
-             "answers": {m: [alp.answers[m].get(q) for q in alp.board] for m in models}}
+    board = board_answers(alp)
     with lzma.open(out / "board.json.xz", "wt") as fo:
         json.dump(board, fo, ensure_ascii=False)
     counts["board_pairs"] = sum(a is not None for m in alp.board_models for a in board["answers"][m])
     return counts
+
+
+def carry_room(limit: int = 64 * 2**20, margin: int = 2**20) -> int:
+    """Bytes a carry may hold beside this checkout's tracked files (what a device call sends with it)."""
+    files = subprocess.run(["git", "ls-files", "-z"], capture_output=True, check=True).stdout.split(b"\0")
+    tree = sum(Path(f.decode()).stat().st_size for f in files if f and Path(f.decode()).is_file())
+    if tree + margin >= limit:
+        raise SystemExit(f"the tracked tree is {tree / 2**20:.1f} MiB: no room beside it in a 64 MiB call")
+    return limit - tree - margin
+
+
+def split_parts(weights: bytes, out: Path, room: int) -> list[Path]:
+    """Spread ``weights`` over ``out/a`` (beside what is already there) and further folders ``b``, ``c``,
+    ..., as ``model.part0``, ``model.part1``, ..., each folder at most ``room`` bytes."""
+    folders, start, k = [out / "a"], 0, 0
+    used = sum(p.stat().st_size for p in folders[0].rglob("*") if p.is_file())
+    if used >= room:
+        raise SystemExit(f"{folders[0]}: {used / 2**20:.1f} MiB of inputs leave no room for the encoder")
+    while start < len(weights):
+        folder = folders[-1]
+        folder.mkdir(parents=True, exist_ok=True)
+        end = min(len(weights), start + room - used)
+        (folder / f"model.part{k}").write_bytes(weights[start:end])
+        start, k, used = end, k + 1, 0
+        if start < len(weights):
+            folders.append(out / chr(ord("a") + len(folders)))
+    return folders
 
 
 def pack_style_inputs(data: Path, known: Path, out: Path, prefix: str = "domain_", max_len: int = 256) -> dict:
@@ -310,6 +336,8 @@ def main() -> None:
                     "answer texts (a JSON list, .gz or .xz ok)")
     ap.add_argument("--prefix", default="domain_", help="with --style: criteria families that name a style")
     ap.add_argument("--max-len", type=int, default=256, help="with --style: tokens of an answer the scorer reads")
+    ap.add_argument("--room", type=float, default=0, help="with --style: MiB a carry folder may hold (default: "
+                    "64 MiB less the tracked tree, less 1)")
     args = ap.parse_args()
     out, data = Path(args.out), Path(args.data)
     if args.quality:
@@ -340,13 +368,11 @@ def main() -> None:
         except ValueError as e:
             raise SystemExit(str(e)) from None
         weights = fp16_encoder(out / "a" / "minilm")
-        half = len(weights) // 2
-        (out / "a" / "model.part0").write_bytes(weights[:half])
-        (out / "b").mkdir(exist_ok=True)
-        (out / "b" / "model.part1").write_bytes(weights[half:])
-        sizes = {d: sum(p.stat().st_size for p in (out / d).rglob("*") if p.is_file()) / 2**20 for d in ("a", "b")}
-        print(f"{out}: {counts}; a {sizes['a']:.1f} MiB, b {sizes['b']:.1f} MiB (each carried beside the tree: "
-              "64 MiB in all)")
+        room = int(args.room * 2**20) if args.room else carry_room()
+        folders = split_parts(weights, out, room)
+        sizes = ", ".join(f"{d.name} {sum(p.stat().st_size for p in d.rglob('*') if p.is_file()) / 2**20:.1f} MiB"
+                          for d in folders)
+        print(f"{out}: {counts}; {sizes} (each carried beside the tree, {room / 2**20:.1f} MiB of room)")
         return
     (out / "minilm").mkdir(parents=True, exist_ok=True)
     (out / "minilm" / "model.safetensors").write_bytes(fp16_encoder(out / "minilm"))

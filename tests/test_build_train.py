@@ -236,6 +236,17 @@ def test_length_pairs_need_a_real_length_gap(root):
     assert alpaca.length_pairs(out, out.train, source="t", variants=(("_concise", "_verbose"),), min_ratio=1e6) == []
 
 
+
+def test_board_answers_hold_every_board_model_on_the_board_queries_in_order(root):
+    """What the quality bank is read from (`python -m usl.judges.quality --board FOLDER`): the baseline and
+    each board model's answer to each board query, None where a model gave none."""
+    out = alpaca.load_outputs(root / "alpaca_eval")
+    board = alpaca.board_answers(out)
+    assert board["queries"] == list(out.board) and board["baseline"] == out.baseline
+    assert list(board["answers"]) == [out.baseline, *out.board_models]
+    for model, answers in board["answers"].items():
+        assert answers == [out.answers[model].get(q) for q in out.board]
+
 def test_terse_pairs_need_the_long_answer_to_say_the_same():
     q, q2 = "What breed of dog is smallest?", "Which dog breed is tallest?"
     elaborate = ("The Chihuahua is generally considered the smallest dog breed, usually weighing two to six "

@@ -424,3 +424,27 @@ def test_the_style_carry_keeps_whole_text_keys_the_scorers_tokens_and_only_the_s
     with pytest.raises(ValueError, match="train.jsonl:line 2"):
         carry.pack_style_inputs(data, tmp_path / "board.json", tmp_path / "a2")
     assert not (tmp_path / "a2").exists()  # a bad input writes nothing
+
+
+def test_the_style_carry_spreads_the_encoder_over_folders_that_each_fit_their_room(tmp_path):
+    """A device call sends the tracked tree and one carry folder, 64 MiB in all: the encoder's weights are
+    cut into parts so that no folder is over its room, and joined in order they are the weights again."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("carry", Path(__file__).resolve().parents[1] / "scripts"
+                                                  / "make_gpu_carry.py")
+    carry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(carry)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "inputs.bin").write_bytes(b"x" * 300)
+    weights = bytes(range(256)) * 10
+    folders = carry.split_parts(weights, tmp_path, room=1000)
+    assert [f.name for f in folders] == ["a", "b", "c"]  # 700 bytes beside the inputs, 1000, 860
+    for f in folders:
+        assert sum(p.stat().st_size for p in f.iterdir()) <= 1000
+    parts = sorted(tmp_path.glob("*/model.part*"), key=lambda p: int(p.name.removeprefix("model.part")))
+    assert b"".join(p.read_bytes() for p in parts) == weights
+    (tmp_path / "full" / "a").mkdir(parents=True)
+    (tmp_path / "full" / "a" / "inputs.bin").write_bytes(b"x" * 1000)
+    with pytest.raises(SystemExit, match="leave no room"):
+        carry.split_parts(weights, tmp_path / "full", room=1000)

@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from usl.crm.inference import model_dir_of
+from usl.data.pairs.alpaca import board_answers, load_outputs
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.judges.base import Judge, JudgeRequest, Verdict
 from usl.judges.crm import CRMJudge
@@ -110,13 +111,17 @@ def _main() -> None:
     """Read a board's every (answer, baseline) pair on this machine's device (a GPU box)."""
     ap = argparse.ArgumentParser(description=_main.__doc__)
     ap.add_argument("--judge", required=True, help="the reader, e.g. quality:RUN")
-    ap.add_argument("--board", required=True, help='{"queries", "baseline", "answers": {model: [...]}} (.xz ok)')
+    ap.add_argument("--board", required=True, help='{"queries", "baseline", "answers": {model: [...]}} (.xz ok), '
+                    "or an AlpacaEval folder of the shared data (its board split)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch-size", type=int, default=128)
     args = ap.parse_args()
-    opener = lzma.open if args.board.endswith(".xz") else open
-    with opener(args.board, "rt", encoding="utf-8") as f:
-        board = json.load(f)
+    if Path(args.board).is_dir():
+        board = board_answers(load_outputs(args.board))
+    else:
+        opener = lzma.open if args.board.endswith(".xz") else open
+        with opener(args.board, "rt", encoding="utf-8") as f:
+            board = json.load(f)
     base = board["answers"][board["baseline"]]
     trip = [(q, a, b) for m, ans in board["answers"].items() if m != board["baseline"]
             for q, a, b in zip(board["queries"], ans, base) if a and b]
