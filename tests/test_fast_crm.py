@@ -324,6 +324,32 @@ def test_train_fast_learns_and_round_trips(tmp_path, home):
     assert FastJudge(out, home=home).version != judge.version
 
 
+
+def test_train_fast_without_the_keyword_features_reads_criteria_by_embedding_alone(tmp_path, home):
+    """`lexicon: []` (the recipe's ablation of the criteria lexicon): the scorer's criterion input is the
+    sentence embedding alone, and the weights load and judge with no keyword column; an axis the lexicon
+    does not have is named."""
+    from pathlib import Path
+
+    from usl.fast.train import FastTrainConfig, train_fast
+    from usl.judges.fast import FastJudge
+
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(p) + "\n" for p in _pairs(64)))
+    out = tmp_path / "model"
+    report = train_fast(FastTrainConfig(train=[str(train)], dev=[str(train)], out=str(out), epochs=6,
+                                        batch_size=16, lr=5e-3, hidden=16, lexicon=[]), Path(home) / "cache")
+    assert json.loads((out / "config.json").read_text())["lexicon"] == []
+    judge = FastJudge(out, home=home)
+    assert judge.model.cfg.lexicon == () and judge.model.state["crit_sem.0.weight"].shape[1] == judge.model.cfg.dim
+    pairs = _pairs(16)
+    reqs = [JudgeRequest(Criteria(tuple(p["criteria"])), p["prompt"], p["model_a"][1]["content"],
+                         p["model_b"][1]["content"]) for p in pairs]
+    agree = [(v.p_a > 0.5) == (p["preference"] == "model_a") for v, p in zip(judge.judge(reqs), pairs)]
+    assert report["best_dev_accuracy"] >= 0.8 and np.mean(agree) >= 0.8
+    with pytest.raises(ValueError, match=r"no keyword axis \['lenght'\]"):
+        FastTrainConfig(train=[str(train)], lexicon=["short", "lenght"])
+
 def test_shipped_default_judge_follows_length_criteria_and_is_swap_consistent(home):
     from usl.judges.registry import load_judge
 
@@ -436,7 +462,9 @@ def test_the_shipped_weights_match_this_codes_lexicon_and_record_their_recipe():
     cfg = json.loads((shipped("fast-crm") / "config.json").read_text())
     assert cfg["lexicon_fingerprint"] == lexicon_fingerprint()
     recipe = FastTrainConfig.from_yaml(Path(__file__).resolve().parents[1] / "configs" / "fast_crm.yaml")
-    assert cfg["extra"]["recipe"] == recipe.to_dict()
+    # the recorded recipe as this code reads it (a key added since takes its default) is the recipe file's
+    assert FastTrainConfig.from_dict(cfg["extra"]["recipe"]).to_dict() == recipe.to_dict()
+    assert cfg["lexicon"] == recipe.lexicon
     assert cfg["length_boost"] == 4.0 and cfg["score_boost"] == 12.0
 
 

@@ -107,18 +107,19 @@ def read_weights(path: str | Path) -> Weights:
                 if any(n.startswith(prefix) and n not in have for n in raw["features"])]
         raise ValueError(f"{p}: model was trained with other style features"
                          f"{f' (or its {lost[0]} is missing)' if lost else ''}; retrain it")
-    if raw["lexicon"] != LEXICON_AXES:
+    if raw["lexicon"] != tuple(a for a in LEXICON_AXES if a in raw["lexicon"]):
         raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
     return Weights(FastCRMConfig(**raw), vocab, register, readers, load_state(p / "model.safetensors"))
 
 
-def criteria_features(readers, texts: list[str], readings: dict[str, dict[str, np.ndarray]] | None = None
-                      ) -> np.ndarray:
+def criteria_features(readers, texts: list[str], readings: dict[str, dict[str, np.ndarray]] | None = None,
+                      lexicon: tuple[str, ...] = LEXICON_AXES) -> np.ndarray:
     """What follows a criterion's sentence embedding in its input row: its keyword features and, for each of
     ``readers`` (length, domain), the reader's probabilities but "none". ``readings`` (reader kind -> text
     -> probabilities) stand in for a reader where given: the cross-fitted readings of its own training
-    texts, or the default judge's reading of length (``usl.fast.length_intent.LengthReading``)."""
-    parts = [lexicon_matrix(texts)]
+    texts, or the default judge's reading of length (``usl.fast.length_intent.LengthReading``). ``lexicon``:
+    the keyword axes the model reads (its ``cfg.lexicon``: all of them, some, or none)."""
+    parts = [lexicon_matrix(texts)[:, [LEXICON_AXES.index(a) for a in lexicon]]]
     for reader in readers:
         known = (readings or {}).get(reader.kind.name, {})
         todo = [t for t in texts if t not in known]

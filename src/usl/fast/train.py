@@ -25,7 +25,7 @@ from torch import nn
 
 from usl.fast.answer_bank import AnswerBank
 from usl.fast.criteria_encoder import CriteriaEncoder
-from usl.fast.criteria_lexicon import split_sign
+from usl.fast.criteria_lexicon import LEXICON_AXES, split_sign
 from usl.fast.model import FastCRM, FastCRMConfig, as_tensor, criteria_inputs
 from usl.crm.formatting import judged_texts
 from usl.crm.config import YamlConfig
@@ -88,6 +88,9 @@ class FastTrainConfig(YamlConfig):
                             "gives the direction.")
     domain_reader: str = _f("", "Directory written by `usl train-reader --kind domain`: its P(style) become criterion "
                             "features and weigh the style-score prior. '' = none.")
+    lexicon: list[str] = _f(list(LEXICON_AXES), "The keyword features (axes of usl.fast.criteria_lexicon) beside a "
+                            "criterion's embedding in the scorer's input; [] = none (the readers may still read "
+                            "keywords).")
     score_prior: bool = _f(True, "With a domain reader and style (or register) scores: a criterion's P(style) also "
                            "weighs that style's own score with one learned weight >= 0 (the style-score prior).")
     # --- factors chosen after training ---------------------------------------------------------
@@ -118,6 +121,9 @@ class FastTrainConfig(YamlConfig):
         if not isinstance(self.oversample, dict) or not all(isinstance(v, int) and v >= 1
                                                             for v in self.oversample.values()):
             raise ValueError(f"oversample={self.oversample!r}: expected source prefix -> a count >= 1")
+        unknown = [a for a in self.lexicon if a not in LEXICON_AXES]
+        if unknown:
+            raise ValueError(f"lexicon={self.lexicon}: no keyword axis {unknown} (the axes: {', '.join(LEXICON_AXES)})")
         if self.tune_wordings and not (self.domain_reader and self.score_prior):
             raise ValueError("tune_wordings tunes the style-score prior: it needs a domain reader (domain_reader) "
                              "and score_prior")
@@ -460,6 +466,7 @@ def train_fast(cfg: FastTrainConfig, cache_dir: Path, home: str | None = None,
                                   reader=LENGTH.features if readers["length"] else (),
                                   domain=DOMAIN.features if readers["domain"] else (),
                                   score_prior=_score_prior(names) if readers["domain"] and cfg.score_prior else (),
+                                  lexicon=tuple(a for a in LEXICON_AXES if a in cfg.lexicon),
                                   lexicon_fingerprint=lexicon_fingerprint()),
                     vocab_size=len(static.idf), register=register, reader=readers["length"],
                     domain_reader=readers["domain"])
