@@ -80,6 +80,28 @@ def test_wish_quality_pairs_differ_in_quality_not_length(built):
     assert len({s.source for s in samples[:60]}) > 1          # shuffled: a --limit takes every source
 
 
+def test_wish_quality_training_pairs_come_from_training_queries_and_leave_the_rest_of_the_build_alone(built, tmp_path):
+    """--wish-quality-train N: such pairs of training queries join train.jsonl, at most N a source; every other
+    sample and file is byte for byte the build without them."""
+    out, _, _ = built
+    more = tmp_path / "more"
+    build(BuildConfig(out=str(more), max_per_source=400, write_gzip=False, wish_quality_train=40), root=ROOT)
+    lines = (more / "train.jsonl").read_text().splitlines(keepends=True)
+    wish = [line for line in lines if '"source": "wish_quality/' in line]
+    assert "".join(line for line in lines if line not in wish) == (out / "train.jsonl").read_text()
+    for name in ("dev.jsonl", "eval/wish_quality.jsonl", "eval/general.jsonl"):
+        assert (more / name).read_bytes() == (out / name).read_bytes(), name
+    samples = read_samples(more / "train.jsonl")
+    wish = [s for s in samples if s.source.startswith("wish_quality/")]
+    by_source = {s.source for s in wish}
+    assert len(by_source) >= 2 and all(sum(s.source == src for s in wish) <= 40 for src in by_source)
+    evals = {s.prompt for s in read_samples(out / "eval" / "wish_quality.jsonl")}
+    for s in wish:
+        wa, wb = len(s.response_a.split()), len(s.response_b.split())
+        assert max(wa, wb) <= 1.5 * max(1, min(wa, wb)) and s.prompt not in evals, s.idx
+        assert s.meta_value("family") in ("length_concise", "length_detailed"), s.idx
+
+
 def test_no_board_query_in_the_register_answers_we_wrote():
     """configs/register_answers.jsonl (answers written in named registers, `usl train-style --aux-registers`) is
     training data too: its queries are DSP training queries, none of them a board query."""

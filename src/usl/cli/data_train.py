@@ -24,6 +24,9 @@ def register(app: typer.Typer) -> None:
         terse_per_query: int = typer.Option(0, "--terse-per-query", min=0, help=(
             "Pairs per training query of a bare answer against one that gives it at length (0 = none; "
             "they cost style pairs 1.4-3.2 points).")),
+        wish_quality_train: int = typer.Option(0, "--wish-quality-train", min=0, help=(
+            "Most training samples per LLM-judge source whose two answers both fit one length wish, under it, "
+            "the better answer the label (0 = none).")),
     ) -> None:
         """Build train/dev JSONL (paper format) and our eval files from the public data."""
         from usl.data.build_train import BuildConfig, build
@@ -31,7 +34,7 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             cfg = BuildConfig(source=source or "", out=out, seed=seed, max_per_source=max_per_source,
                               holdout_family=holdout_family, holdout_topic=holdout_topic,
-                              terse_per_query=terse_per_query)
+                              terse_per_query=terse_per_query, wish_quality_train=wish_quality_train)
             res = build(cfg)
         for name, c in res.counts.items():
             if "_total" in c:

@@ -106,10 +106,17 @@ class BuildConfig:
         "help": "Training pairs per query of a bare answer against one that gives it at length "
                 "(length/alpaca_terse; 0 = none). They teach one-word answers under concise wishes, and "
                 "cost style pairs 1.4-3.2 points (docs/log.md), so the default build has none."})
+    wish_quality_train: int = field(default=0, metadata={
+        "help": "Most training samples (pairs both ways) per LLM-judge source whose two answers both fit one "
+                "length wish, put under it with the better answer still the label "
+                "(usl.data.pairs.general.under_length_wishes on training queries; 0 = none). What "
+                "eval/wish_quality holds out."})
 
     def __post_init__(self) -> None:
         if self.terse_per_query < 0:
             raise ValueError(f"terse_per_query={self.terse_per_query} must be >= 0")
+        if self.wish_quality_train < 0:
+            raise ValueError(f"wish_quality_train={self.wish_quality_train} must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -332,6 +339,11 @@ def build(cfg: BuildConfig, *, root: Path | None = None) -> BuildResult:
             files["wish_quality"] += _capped(general.under_length_wishes(parts["eval"]), 2 * cfg.eval_max_pairs,
                                              wrng, lambda p: maker.make(p, wrng, wordings="unseen", both_ways=False,
                                                                         extras=False, source=f"wish_quality/{src}"))
+            if cfg.wish_quality_train:  # its own generator too: without it the build is byte for byte as before
+                trng = _rng(cfg.seed, "wish_quality_train/" + src)
+                files["train"] += _capped(general.under_length_wishes(parts["train"]), cfg.wish_quality_train, trng,
+                                          lambda p: maker.make(replace(p, source=f"wish_quality/{src}"), trng,
+                                                               wordings="train", both_ways=True, extras=False))
     # Sources come in order; shuffled, the file's first rows mix them (``usl eval --limit``).
     wq = files["wish_quality"]
     files["wish_quality"] = [wq[int(i)] for i in _rng(cfg.seed, "wish_quality").permutation(len(wq))]
