@@ -47,7 +47,8 @@ serve: install
 # The default judge, rebuilt from its recipe into artifacts/fast-crm (ship it by copying that folder over
 # src/usl/weights/fast-crm); each input below is skipped when it exists. The CPU steps: three data builds
 # (~1 min each), the two criterion readers (a few minutes each on idle cores), `usl train-fast`
-# (configs/fast_crm.yaml, ~16 min), the criteria reader (configs/criteria_reader.yaml, 7-40 min), the
+# (configs/fast_crm.yaml, ~7 min on 2 idle cores), the criteria reader (configs/criteria_reader.yaml,
+# 7-40 min), the
 # static token table, the kind classifier, the fast judge's and the substance reader's predictions on 240
 # pairs of six eval files, the quality reading's length correction, the gate and the substance
 # calibration (a few minutes each; the substance reader's readings are slow on a CPU where no bank has

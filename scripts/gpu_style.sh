@@ -3,8 +3,8 @@
 #   python scripts/make_gpu_carry.py --style artifacts/board.json --data artifacts/data-full --out .carry/s
 # first `cp -r .carry/s/a /root/s` (a call carrying .carry/s/a), `cp .carry/s/b/* /root/s` (a call carrying
 # .carry/s/b) and so on, then this script in a call carrying the last folder (CARRY_B): the encoder's parts are
-# joined in /root/s. Extra answers to score, such as eval
-# files' (keys+texts tables, `--score` of `usl train-style`), may sit in .carry/s/b/*.json.xz.
+# joined in /root/s. Extra answers to score, such as eval files' (keys+texts tables, `--score` of
+# `usl train-style`), may sit in the last folder as *.json.xz.
 # $OUT/style-v1.tar.gz holds the scorer as `make judge` expects it at artifacts/style-v1.
 set -euo pipefail
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} TOKENIZERS_PARALLELISM=false

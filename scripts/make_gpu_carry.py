@@ -14,7 +14,7 @@ have seen is lost; dev subsampled to ``--dev-n``), and ``eval/*.jsonl.gz`` unles
     python scripts/make_gpu_carry.py --style board.json --data artifacts/data-full --out artifacts/gpu_s
 
 packs instead what ``usl train-style`` needs there (section "Recipe" of
-``src/usl/weights/fast-crm/MODEL_CARD.md``), in folders each of which fits beside the tracked tree
+``src/usl/weights/fast-crm/MODEL_CARD.md``), in folders each of which fits beside the tree a call sends
 (``--room``): ``a/`` holds the training pairs whose criteria family starts with ``--prefix`` (the
 styled answers: all the scorer trains on), ``board.json.xz`` (the ``--style`` answers, for
 ``--known``) and ``score.json.xz`` (every answer of ``train.jsonl`` and ``dev.jsonl``, for
@@ -147,11 +147,13 @@ def pack_quality_inputs(data: Path, shared: Path, out: Path, head: int, tail: in
 
 
 def carry_room(limit: int = 64 * 2**20, margin: int = 2**20) -> int:
-    """Bytes a carry may hold beside this checkout's tracked files (what a device call sends with it)."""
-    files = subprocess.run(["git", "ls-files", "-z"], capture_output=True, check=True).stdout.split(b"\0")
+    """Bytes a carry may hold beside what a device call sends with it: this checkout's tracked files and
+    its untracked files that git does not ignore."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, check=True).stdout.split(b"\0")
     tree = sum(Path(f.decode()).stat().st_size for f in files if f and Path(f.decode()).is_file())
     if tree + margin >= limit:
-        raise SystemExit(f"the tracked tree is {tree / 2**20:.1f} MiB: no room beside it in a 64 MiB call")
+        raise SystemExit(f"the tree a call sends is {tree / 2**20:.1f} MiB: no room beside it in a 64 MiB call")
     return limit - tree - margin
 
 
@@ -337,7 +339,7 @@ def main() -> None:
     ap.add_argument("--prefix", default="domain_", help="with --style: criteria families that name a style")
     ap.add_argument("--max-len", type=int, default=256, help="with --style: tokens of an answer the scorer reads")
     ap.add_argument("--room", type=float, default=0, help="with --style: MiB a carry folder may hold (default: "
-                    "64 MiB less the tracked tree, less 1)")
+                    "64 MiB less the tree a call sends, less 1)")
     args = ap.parse_args()
     out, data = Path(args.out), Path(args.data)
     if args.quality:

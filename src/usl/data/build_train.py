@@ -107,8 +107,8 @@ class BuildConfig:
                 "(length/alpaca_terse; 0 = none). They teach one-word answers under concise wishes, and "
                 "cost style pairs 1.4-3.2 points (docs/log.md), so the default build has none."})
     wish_quality_train: int = field(default=0, metadata={
-        "help": "Most training samples (pairs both ways) per LLM-judge source whose two answers both fit one "
-                "length wish, put under it with the better answer still the label "
+        "help": "Most training samples per LLM-judge source from pairs of training queries whose two answers "
+                "both fit one length wish, put under it with the better answer still the label "
                 "(usl.data.pairs.general.under_length_wishes on training queries; 0 = none). What "
                 "eval/wish_quality holds out."})
 

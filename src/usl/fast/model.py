@@ -184,8 +184,8 @@ def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
                     readings: dict[str, dict[str, np.ndarray]] | None = None) -> torch.Tensor:
     """A criterion's input row: its sentence embedding, then ``scorer.criteria_features`` (keyword features,
     the readers' probabilities)."""
-    return torch.cat([embeddings, torch.from_numpy(criteria_features(model.readers, texts, readings,
-                                                                     model.cfg.lexicon))], -1)
+    return torch.cat([embeddings, torch.from_numpy(criteria_features(model.readers, model.cfg.lexicon, texts,
+                                                                     readings))], -1)
 
 
 def as_tensor(x: np.ndarray) -> torch.Tensor:

@@ -112,14 +112,15 @@ def read_weights(path: str | Path) -> Weights:
     return Weights(FastCRMConfig(**raw), vocab, register, readers, load_state(p / "model.safetensors"))
 
 
-def criteria_features(readers, texts: list[str], readings: dict[str, dict[str, np.ndarray]] | None = None,
-                      lexicon: tuple[str, ...] = LEXICON_AXES) -> np.ndarray:
-    """What follows a criterion's sentence embedding in its input row: its keyword features and, for each of
-    ``readers`` (length, domain), the reader's probabilities but "none". ``readings`` (reader kind -> text
+def criteria_features(readers, lexicon: tuple[str, ...], texts: list[str],
+                      readings: dict[str, dict[str, np.ndarray]] | None = None) -> np.ndarray:
+    """What follows a criterion's sentence embedding in its input row: its keyword features on the axes
+    ``lexicon`` (the model's ``cfg.lexicon``: all, some or none) and, for each of ``readers`` (length,
+    domain), the reader's probabilities but "none". ``readings`` (reader kind -> text
     -> probabilities) stand in for a reader where given: the cross-fitted readings of its own training
-    texts, or the default judge's reading of length (``usl.fast.length_intent.LengthReading``). ``lexicon``:
-    the keyword axes the model reads (its ``cfg.lexicon``: all of them, some, or none)."""
-    parts = [lexicon_matrix(texts)[:, [LEXICON_AXES.index(a) for a in lexicon]]]
+    texts, or the default judge's reading of length (``usl.fast.length_intent.LengthReading``)."""
+    keywords = lexicon_matrix(texts)
+    parts = [keywords if lexicon == LEXICON_AXES else keywords[:, [LEXICON_AXES.index(a) for a in lexicon]]]
     for reader in readers:
         known = (readings or {}).get(reader.kind.name, {})
         todo = [t for t in texts if t not in known]

@@ -153,8 +153,8 @@ class FastJudge:
         texts, signs = zip(*(split_sign(c) for c in criteria)) if criteria else ((), ())
         embedded = self.encoder.encode(list(texts))  # first: the length reader takes its states from this pass
         readings = None if self.length is None else {"length": dict(zip(texts, self.length.probs(list(criteria))))}
-        x = np.concatenate([embedded, criteria_features(self.model.readers, list(texts), readings,
-                                                                      self.model.cfg.lexicon)], -1)
+        x = np.concatenate([embedded, criteria_features(self.model.readers, self.model.cfg.lexicon,
+                                                                      list(texts), readings)], -1)
         return self.model.criteria_repr(x), np.array(signs, dtype=np.float32)
 
     def prepare(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> None:

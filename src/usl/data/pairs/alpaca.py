@@ -51,13 +51,13 @@ def load_outputs(alpaca_dir: str | Path) -> AlpacaOutputs:
                          tuple(split["board_models"]), tuple(split["style_models"]), str(split["baseline"]))
 
 
-
 def board_answers(out: AlpacaOutputs) -> dict:
     """The default board as the GPU and bank tools read it: ``{"queries", "baseline", "answers": {model: [answer
     or None, one a query]}}``, the baseline and every board model."""
     models = [out.baseline, *out.board_models]
     return {"queries": list(out.board), "baseline": out.baseline,
             "answers": {m: [out.answers[m].get(q) for q in out.board] for m in models}}
+
 
 def length_pairs(out: AlpacaOutputs, instructions: tuple[str, ...], *, source: str,
                  variants: tuple[tuple[str, str], ...] = (("_concise", "_verbose"), ("_concise", ""), ("", "_verbose")),
