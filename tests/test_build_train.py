@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from usl.data.build_train import BuildConfig, build, split_of
 from usl.data.criteria import load_library
@@ -317,6 +318,17 @@ def test_libraries_are_rich():
             assert lib[f.opposite].opposite == f.name
         s = lib.split(f.name, seed=0)
         assert not set(s.train) & set(s.held_out) and len(s.held_out) >= 5
+    assert "Just the answer." in lib["no_questions"].also_length and not lib["length_concise"].also_length
+
+
+def test_a_family_marks_only_its_own_wordings_as_asking_for_a_length_too(tmp_path):
+    from usl.types import DataError
+
+    words = [f"wording {i}" for i in range(12)]
+    (tmp_path / "fam.yaml").write_text(yaml.safe_dump({"family": "fam", "kind": "style", "opposite": None,
+                                                       "wordings": words, "also_length": ["wording 3", "Be brief."]}))
+    with pytest.raises(DataError, match=r"fam\.yaml.*also_length.*not 'Be brief\.'"):
+        load_library(tmp_path)
 
 
 def test_alpaca_annotation_pairs_keep_confident_train_labels(root, tmp_path):

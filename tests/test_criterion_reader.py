@@ -98,6 +98,7 @@ def test_the_reader_learns_directions_and_cross_fits_what_it_is_asked_to(reader_
     texts = ["Keep answers short, thanks.", "I need every detail.", "Use a table."]
     np.testing.assert_allclose(again.read(texts), reader.read(texts), atol=5e-3)  # heads are stored as fp16
     assert CriterionReader.load(tmp_path / "nowhere") is None
+
     # padding is masked out: a text reads the same alone and beside a longer one
     alone = CriterionReader.load(tmp_path).probs(["Be brief."])[0]
     beside = CriterionReader.load(tmp_path).probs(["I would like every answer to cover the whole topic, step by step, "
@@ -115,6 +116,19 @@ def test_the_reader_learns_directions_and_cross_fits_what_it_is_asked_to(reader_
     (tmp_path / "bad.json").write_text(json.dumps({"x": [0.5, 0.5]}))
     with pytest.raises(ValueError, match="bad.json"):
         read_readings(tmp_path / "bad.json")
+
+
+def test_a_reader_without_the_keyword_features_reads_token_states_alone(tmp_path):
+    """`usl train-reader --no-lexicon`: the heads take the pooled states only, and say so in their config."""
+    examples = in_reader_frame([(t, 1) for t in SHORT] + [(t, 2) for t in LONG] + [(t, 0) for t in NEITHER])
+    reader, _ = fit_reader(examples, ReaderConfig(epochs=40, heads=1, folds=2, lr=3e-3, lexicon=False))
+    assert reader.heads[0]["out.0.weight"].shape == (128, reader.cfg.hidden)
+    reader.save(tmp_path)
+    again = CriterionReader.load(tmp_path)
+    assert again.cfg.lexicon is False
+    texts = ["Keep answers short, thanks.", "I need every detail."]
+    np.testing.assert_allclose(again.read(texts), reader.read(texts), atol=5e-3)
+    assert again.read(texts)[:, 0].argmax() == 0  # shorter, then longer
 
 
 def test_usl_train_reader_then_train_fast_ship_the_reader_and_the_judge_reads_it(tmp_path, monkeypatch):

@@ -180,7 +180,9 @@ def train_reader_command(
         epochs: int = typer.Option(20, help="Epochs per head."),
         heads: int = typer.Option(3, help="Heads averaged, one seed each."),
         folds: int = typer.Option(5, help="Cross-fitting folds for the library's wordings."),
-        seed: int = typer.Option(0, help="Seed.")) -> None:
+        seed: int = typer.Option(0, help="Seed."),
+        lexicon: bool = typer.Option(True, "--lexicon/--no-lexicon", help="Give the heads the keyword features "
+                                     "(usl.fast.criteria_lexicon) beside the pooled token states.")) -> None:
     """Train a criterion reader: which way a criterion points on length (shorter, longer, neither), or
     which domain style it asks for (--kind domain).
 
@@ -204,7 +206,7 @@ def train_reader_command(
 
     with user_errors():
         t0 = time.time()
-        cfg = ReaderConfig(kind=kind, epochs=epochs, heads=heads, folds=folds, seed=seed)
+        cfg = ReaderConfig(kind=kind, epochs=epochs, heads=heads, folds=folds, seed=seed, lexicon=lexicon)
         lib = library_wordings(library_seed, kind, holdout_family)
         # a held-out family's side of a wordings file goes too ("concise" is length_concise's side), for
         # every kind of reader: one that reads it as "none" would learn its wordings all the same

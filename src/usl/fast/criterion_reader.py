@@ -23,7 +23,7 @@ MiniLM pass (``share_encoder``), so reading a criterion costs only the heads. Ju
 numpy and MiniLM through ONNX Runtime (``numpy_nn``, ``usl.data.minilm_onnx``); training uses torch.
 
 Training texts: the criteria library's training wordings (the reader's families labelled, the others
-as "none"), plus wordings files written for it (``configs/length_wordings``,
+as "none" but those a family marks ``also_length``), plus wordings files written for it (``configs/length_wordings``,
 ``configs/domain_wordings``). The fast CRM is trained on cross-fitted readings of the wordings
 (``fit_reader`` returns them), so it learns how far to trust a reader on wordings it has not seen.
 
@@ -93,6 +93,15 @@ class ReaderConfig:
     folds: int = 5             # cross-fitting folds for the library's wordings
     label_smoothing: float = 0.05
     seed: int = 0
+    lexicon: bool = True       # the keyword features beside the pooled states (False: the states alone)
+
+    @property
+    def n_lexicon(self) -> int:
+        return len(LEXICON_AXES) if self.lexicon else 0
+
+    def keywords(self, texts: Sequence[str]) -> np.ndarray:
+        """The keyword features the heads read beside the pooled states: (n, n_lexicon)."""
+        return lexicon_matrix(list(texts)) if self.lexicon else np.zeros((len(texts), 0), np.float32)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -142,7 +151,7 @@ class CriterionReader:
         if len(texts) > 128:  # a bulk pass (training, a benchmark's criteria): read when asked instead
             return
         h = np.concatenate([hidden_states[k] for k in self.cfg.layers], -1)
-        self._remember(texts, self._heads(h, mask, lexicon_matrix(texts)))
+        self._remember(texts, self._heads(h, mask, self.cfg.keywords(texts)))
 
     def _heads(self, h: np.ndarray, mask: np.ndarray, lex: np.ndarray) -> np.ndarray:
         """The heads' class probabilities, averaged: (n, len(kind.labels))."""
@@ -173,7 +182,7 @@ class CriterionReader:
             out, mask = enc.states(texts[i:i + batch], self.cfg.max_len, self.cfg.max_len if pad_to_max else None)
             hs.append(np.concatenate([out[k] for k in self.cfg.layers], -1))
             ms.append(mask)
-        return np.concatenate(hs), np.concatenate(ms), lexicon_matrix(list(texts))
+        return np.concatenate(hs), np.concatenate(ms), self.cfg.keywords(texts)
 
     def probs(self, texts: Sequence[str]) -> np.ndarray:
         """(n, len(kind.labels)): each class's probability (P(neither), P(shorter), P(longer) for length),
@@ -224,7 +233,7 @@ class CriterionReader:
             raise ValueError(f"{d}: not a {kind} reader usl can read ({type(e).__name__}: {e}); retrain it with "
                              "`usl train-reader`") from e
         heads = [{k[len(f"{i}."):]: v for k, v in state.items() if k.startswith(f"{i}.")} for i in range(n)]
-        want = (128, cfg.hidden + len(LEXICON_AXES))
+        want = (128, cfg.hidden + cfg.n_lexicon)
         for i, hd in enumerate(heads):
             got = tuple(hd["out.0.weight"].shape) if "out.0.weight" in hd else None
             if got != want:
@@ -266,12 +275,11 @@ def sides_of(family: str) -> set[str]:
 def library_wordings(seed: int, kind: str = "length", holdout: Sequence[str] = ()) -> list[tuple[str, int]]:
     """The criteria library's training wordings (``Library.split(seed)``, the split `usl data build-train
     --seed` uses): the reader's families labelled, every other family as "none". For length, a wording
-    of another family that the keyword reading takes for a length wish ("get straight to the answer" in
-    ``direct_start``) is left out rather than labelled against itself. Families in ``holdout`` are left
-    out whole."""
+    of another family that asks for a length as well ("Just the answer." in ``no_questions``: the
+    family's ``also_length``) is left out rather than labelled against itself. Families in ``holdout``
+    are left out whole."""
     lib = load_library()
     sides = KINDS[kind].sides
-    short, long = LEXICON_AXES.index("short"), LEXICON_AXES.index("long")
     unknown = sorted(set(holdout) - set(lib.families))
     if unknown:
         raise ValueError(f"held-out family {unknown[0]!r}: not a criteria family of the library")
@@ -282,8 +290,7 @@ def library_wordings(seed: int, kind: str = "length", holdout: Sequence[str] = (
         side = sides.get(name, 0)
         train = lib.split(name, seed=seed).train
         if side == 0 and kind == "length":
-            lex = lexicon_matrix([split_sign(w)[0] for w in train])
-            train = tuple(w for w, f in zip(train, lex) if not (f[short] or f[long]))
+            train = tuple(w for w in train if w not in lib.families[name].also_length)
         out += [(w, side) for w in train]
     return out
 
@@ -346,7 +353,7 @@ def fit_reader(examples: Sequence[tuple[str, int]], cfg: ReaderConfig, crossfit:
         heads = []
         for k in range(cfg.heads):
             torch.manual_seed(cfg.seed * 1000 + salt * 10 + k)
-            hd = _head(cfg, len(LEXICON_AXES))
+            hd = _head(cfg, cfg.n_lexicon)
             opt = torch.optim.AdamW(hd.parameters(), cfg.lr, weight_decay=0.01)
             g = torch.Generator().manual_seed(cfg.seed * 1000 + salt * 10 + k)
             sub = torch.from_numpy(idx)

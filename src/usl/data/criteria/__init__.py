@@ -13,6 +13,8 @@ File layout (``<family>.yaml``)::
     opposite: length_detailed      # the family under which the other answer wins, or null
     description: Short, to-the-point answers without padding.
     wordings: [concise, Be brief., ...]
+    also_length: [...]             # optional: wordings that ask for a length too ("Just the answer." in
+                                   # no_questions): a reader of length does not learn them as "no length"
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Family:
     description: str
     wordings: tuple[str, ...]
     kind: str = "style"
+    also_length: tuple[str, ...] = ()  # wordings that ask for a length as well
 
 
 @dataclass(frozen=True)
@@ -112,4 +115,9 @@ def _load_family(path: Path) -> Family:
     kind = obj.get("kind")
     if kind not in KINDS:
         raise DataError(f"expected one of {list(KINDS)}, got {kind!r}", path=str(path), field="kind")
-    return Family(name, opposite, str(obj.get("description", "")), tuple(words), kind)
+    also = obj.get("also_length", [])
+    if not isinstance(also, list) or not set(also) <= set(words):
+        stray = next((w for w in also if w not in words), None) if isinstance(also, list) else None
+        raise DataError("expected a list of the family's own wordings" + (f", not {stray!r}" if stray else ""),
+                        path=str(path), field="also_length")
+    return Family(name, opposite, str(obj.get("description", "")), tuple(words), kind, tuple(also))
