@@ -149,8 +149,13 @@ def pack_quality_inputs(data: Path, shared: Path, out: Path, head: int, tail: in
 def carry_room(limit: int = 64 * 2**20, margin: int = 2**20) -> int:
     """Bytes a carry may hold beside what a device call sends with it: this checkout's tracked files and
     its untracked files that git does not ignore."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           capture_output=True, check=True).stdout.split(b"\0")
+    try:
+        files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                               capture_output=True, check=True).stdout.split(b"\0")
+    except (OSError, subprocess.CalledProcessError) as e:
+        why = e.stderr.decode(errors="replace").strip() if isinstance(e, subprocess.CalledProcessError) else e
+        raise SystemExit(f"the room beside the tree is measured with git in the repository's root ({why}); "
+                         "run there, or give --room MiB") from None
     tree = sum(Path(f.decode()).stat().st_size for f in files if f and Path(f.decode()).is_file())
     if tree + margin >= limit:
         raise SystemExit(f"the tree a call sends is {tree / 2**20:.1f} MiB: no room beside it in a 64 MiB call")

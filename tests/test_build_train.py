@@ -248,6 +248,22 @@ def test_board_answers_hold_every_board_model_on_the_board_queries_in_order(root
     for model, answers in board["answers"].items():
         assert answers == [out.answers[model].get(q) for q in out.board]
 
+
+def test_the_quality_bank_names_a_board_it_cannot_read(tmp_path, monkeypatch, capsys):
+    from usl.judges import quality
+
+    bad = tmp_path / "bad.json"
+    for text, said in (("not json", "Expecting value"), ('{"queries": [], "baseline": "b", "answers": {}}',
+                                                         "baseline 'b' has no answers"), ("[1]", "expected {")):
+        bad.write_text(text)
+        for path in (bad, tmp_path / "nowhere.json"):
+            monkeypatch.setattr("sys.argv", ["quality", "--judge", "length", "--board", str(path), "--out", "x"])
+            with pytest.raises(SystemExit):
+                quality._main()
+            err = capsys.readouterr().err
+            assert f"--board {path}: " in err and (said if path == bad else "no such file") in err
+
+
 def test_terse_pairs_need_the_long_answer_to_say_the_same():
     q, q2 = "What breed of dog is smallest?", "Which dog breed is tallest?"
     elaborate = ("The Chihuahua is generally considered the smallest dog breed, usually weighing two to six "

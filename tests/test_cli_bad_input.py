@@ -189,6 +189,9 @@ def test_compare_and_a_saved_spec_are_held_to_the_same_ranges(tiny_home, tmp_pat
     one_error_line(usl(tiny_home, "rank", "--spec", str(spec)), f"{spec}: spec.n_bootstrap: 1000000000000 is out of range")
     spec.write_text(json.dumps({"criteria": {"likes": [f"c{i}" for i in range(11)]}}))
     one_error_line(usl(tiny_home, "rank", "--spec", str(spec)), "spec.criteria.likes: 11 given; at most 10")
+    spec.write_text(json.dumps({"benchmark": "tiny", "judge": f"fast:{tmp_path / 'nowhere'}"}))
+    one_error_line(usl(tiny_home, "rank", "--spec", str(spec), "--no-server"),
+                   f"{spec}: no fast CRM weights in {tmp_path / 'nowhere'}")
 
 
 @pytest.mark.parametrize("options, match", [

@@ -426,7 +426,7 @@ def test_the_style_carry_keeps_whole_text_keys_the_scorers_tokens_and_only_the_s
     assert not (tmp_path / "a2").exists()  # a bad input writes nothing
 
 
-def test_the_style_carry_spreads_the_encoder_over_folders_that_each_fit_their_room(tmp_path):
+def test_the_style_carry_spreads_the_encoder_over_folders_that_each_fit_their_room(tmp_path, monkeypatch):
     """A device call sends the tracked tree and one carry folder, 64 MiB in all: the encoder's weights are
     cut into parts so that no folder is over its room, and joined in order they are the weights again."""
     import importlib.util
@@ -448,3 +448,6 @@ def test_the_style_carry_spreads_the_encoder_over_folders_that_each_fit_their_ro
     (tmp_path / "full" / "a" / "inputs.bin").write_bytes(b"x" * 1000)
     with pytest.raises(SystemExit, match="leave no room"):
         carry.split_parts(weights, tmp_path / "full", room=1000)
+    monkeypatch.chdir(tmp_path)  # no git repository here: the room cannot be measured, and it says so
+    with pytest.raises(SystemExit, match="not a git repository.*--room"):
+        carry.carry_room()

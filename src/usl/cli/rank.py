@@ -124,7 +124,12 @@ def rank(ctx: typer.Context,
         board = remote.rank(spec) if remote is not None else None
         svc = None
         if board is None:
-            svc, (spec,) = _here(ctx, [spec], yes)
+            try:
+                svc, (spec,) = _here(ctx, [spec], yes)
+            except (ValueError, FileNotFoundError) as e:  # a name or a judge of the file: say which file
+                if spec_file is None:
+                    raise
+                raise ValueError(f"{spec_file}: {e}") from None
             if refine is not None:
                 svc.judge(refine)      # a wrong reference fails now, not after the fast board
             with _progress() as progress:

@@ -107,6 +107,22 @@ def pair_reader(judge: Judge) -> PairReader:
     return judge if isinstance(judge, PairReader) else VerdictReader(judge)
 
 
+def _read_board(path: str) -> dict:
+    """A board's answers: a JSON file (.xz ok) or an AlpacaEval folder of the shared data (its board split)."""
+    if Path(path).is_dir():
+        return board_answers(load_outputs(path))
+    if not Path(path).is_file():
+        raise FileNotFoundError("no such file or folder")
+    opener = lzma.open if path.endswith(".xz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        board = json.load(f)
+    if not isinstance(board, dict) or not {"queries", "baseline", "answers"} <= set(board):
+        raise ValueError('expected {"queries", "baseline", "answers": {model: [...]}}')
+    if board["baseline"] not in board["answers"]:
+        raise ValueError(f"baseline {board['baseline']!r} has no answers")
+    return board
+
+
 def _main() -> None:
     """Read a board's every (answer, baseline) pair on this machine's device (a GPU box)."""
     ap = argparse.ArgumentParser(description=_main.__doc__)
@@ -116,12 +132,10 @@ def _main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch-size", type=int, default=128)
     args = ap.parse_args()
-    if Path(args.board).is_dir():
-        board = board_answers(load_outputs(args.board))
-    else:
-        opener = lzma.open if args.board.endswith(".xz") else open
-        with opener(args.board, "rt", encoding="utf-8") as f:
-            board = json.load(f)
+    try:
+        board = _read_board(args.board)
+    except (OSError, ValueError, KeyError, TypeError) as e:  # json and lzma errors are ValueErrors
+        ap.error(f"--board {args.board}: {e}")
     base = board["answers"][board["baseline"]]
     trip = [(q, a, b) for m, ans in board["answers"].items() if m != board["baseline"]
             for q, a, b in zip(board["queries"], ans, base) if a and b]
