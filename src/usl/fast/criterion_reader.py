@@ -17,14 +17,14 @@ weighs each style's answer scores by these probabilities (``FastCRM``'s style-sc
 Each reads what ``split_sign`` leaves of a criterion ("Avoid: long answers" -> "long answers").
 Frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go through a trained
 projection, attention pooling and a small MLP that also sees the keyword features, so it can tell
-when to trust them. A few heads with different seeds are averaged. Everything trained is about 1.4
+when to trust them (``--no-lexicon``: the states alone). A few heads with different seeds are averaged. Everything trained is about 1.4
 MB (fp16) a reader. In the judge a reader takes its token states from the criteria tower's own
 MiniLM pass (``share_encoder``), so reading a criterion costs only the heads. Judging reads the heads in
 numpy and MiniLM through ONNX Runtime (``numpy_nn``, ``usl.data.minilm_onnx``); training uses torch.
 
 Training texts: the criteria library's training wordings (the reader's families labelled, the others
-as "none" but those a family marks ``also_length``), plus wordings files written for it (``configs/length_wordings``,
-``configs/domain_wordings``). The fast CRM is trained on cross-fitted readings of the wordings
+as "none", but for length those a family marks ``also_length``), plus wordings files written for it
+(``configs/length_wordings``, ``configs/domain_wordings``). The fast CRM is trained on cross-fitted readings of the wordings
 (``fit_reader`` returns them), so it learns how far to trust a reader on wordings it has not seen.
 
 Files in a model directory (``length_reader/``, ``domain_reader/``): ``config.json``
