@@ -261,7 +261,7 @@ def test_the_quality_bank_names_a_board_it_cannot_read(tmp_path, monkeypatch, ca
             with pytest.raises(SystemExit):
                 quality._main()
             err = capsys.readouterr().err
-            assert f"--board {path}: " in err and (said if path == bad else "no such file") in err
+            assert f"--board: {path}" in err and (said if path == bad else "file not found") in err
 
 
 def test_terse_pairs_need_the_long_answer_to_say_the_same():

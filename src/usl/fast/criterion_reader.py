@@ -17,15 +17,17 @@ weighs each style's answer scores by these probabilities (``FastCRM``'s style-sc
 Each reads what ``split_sign`` leaves of a criterion ("Avoid: long answers" -> "long answers").
 Frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go through a trained
 projection, attention pooling and a small MLP that also sees the keyword features, so it can tell
-when to trust them (``--no-lexicon``: the states alone). A few heads with different seeds are averaged. Everything trained is about 1.4
-MB (fp16) a reader. In the judge a reader takes its token states from the criteria tower's own
-MiniLM pass (``share_encoder``), so reading a criterion costs only the heads. Judging reads the heads in
-numpy and MiniLM through ONNX Runtime (``numpy_nn``, ``usl.data.minilm_onnx``); training uses torch.
+when to trust them (``--no-lexicon``: the states alone). A few heads with different seeds are
+averaged. Everything trained is about 1.4 MB (fp16) a reader. In the judge a reader takes its token
+states from the criteria tower's own MiniLM pass (``share_encoder``), so reading a criterion costs only
+the heads. Judging reads the heads in numpy and MiniLM through ONNX Runtime (``numpy_nn``,
+``usl.data.minilm_onnx``); training uses torch.
 
 Training texts: the criteria library's training wordings (the reader's families labelled, the others
 as "none", but for length those a family marks ``also_length``), plus wordings files written for it
-(``configs/length_wordings``, ``configs/domain_wordings``). The fast CRM is trained on cross-fitted readings of the wordings
-(``fit_reader`` returns them), so it learns how far to trust a reader on wordings it has not seen.
+(``configs/length_wordings``, ``configs/domain_wordings``). The fast CRM is trained on cross-fitted
+readings of the wordings (``fit_reader`` returns them), so it learns how far to trust a reader on
+wordings it has not seen.
 
 Files in a model directory (``length_reader/``, ``domain_reader/``): ``config.json``
 and ``heads.safetensors``.
@@ -99,10 +101,6 @@ class ReaderConfig:
     def n_lexicon(self) -> int:
         return len(LEXICON_AXES) if self.lexicon else 0
 
-    def keywords(self, texts: Sequence[str]) -> np.ndarray:
-        """The keyword features the heads read beside the pooled states: (n, n_lexicon)."""
-        return lexicon_matrix(list(texts)) if self.lexicon else np.zeros((len(texts), 0), np.float32)
-
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"reader kind {self.kind!r}: expected one of {', '.join(KINDS)}")
@@ -151,7 +149,11 @@ class CriterionReader:
         if len(texts) > 128:  # a bulk pass (training, a benchmark's criteria): read when asked instead
             return
         h = np.concatenate([hidden_states[k] for k in self.cfg.layers], -1)
-        self._remember(texts, self._heads(h, mask, self.cfg.keywords(texts)))
+        self._remember(texts, self._heads(h, mask, self._keywords(texts)))
+
+    def _keywords(self, texts: Sequence[str]) -> np.ndarray:
+        """The keyword features the heads read beside the pooled states: (n, cfg.n_lexicon)."""
+        return lexicon_matrix(list(texts)) if self.cfg.lexicon else np.zeros((len(texts), 0), np.float32)
 
     def _heads(self, h: np.ndarray, mask: np.ndarray, lex: np.ndarray) -> np.ndarray:
         """The heads' class probabilities, averaged: (n, len(kind.labels))."""
@@ -182,7 +184,7 @@ class CriterionReader:
             out, mask = enc.states(texts[i:i + batch], self.cfg.max_len, self.cfg.max_len if pad_to_max else None)
             hs.append(np.concatenate([out[k] for k in self.cfg.layers], -1))
             ms.append(mask)
-        return np.concatenate(hs), np.concatenate(ms), self.cfg.keywords(texts)
+        return np.concatenate(hs), np.concatenate(ms), self._keywords(texts)
 
     def probs(self, texts: Sequence[str]) -> np.ndarray:
         """(n, len(kind.labels)): each class's probability (P(neither), P(shorter), P(longer) for length),

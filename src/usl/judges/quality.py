@@ -20,9 +20,7 @@ GPU path (no server stack there): every (answer, baseline) pair of a board read 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import lzma
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +36,8 @@ from usl.judges.crm import CRMJudge
 from usl.judges.registry import load_judge, register
 from usl.quality.bank import QualityBank, fill
 from usl.quality.reader import PairReader
-from usl.types import Criteria
+from usl.data.io import read_json
+from usl.types import Criteria, DataError
 from usl.weights import shipped
 
 log = logging.getLogger(__name__)
@@ -111,15 +110,11 @@ def _read_board(path: str) -> dict:
     """A board's answers: a JSON file (.xz ok) or an AlpacaEval folder of the shared data (its board split)."""
     if Path(path).is_dir():
         return board_answers(load_outputs(path))
-    if not Path(path).is_file():
-        raise FileNotFoundError("no such file or folder")
-    opener = lzma.open if path.endswith(".xz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        board = json.load(f)
+    board = read_json(path)
     if not isinstance(board, dict) or not {"queries", "baseline", "answers"} <= set(board):
-        raise ValueError('expected {"queries", "baseline", "answers": {model: [...]}}')
-    if board["baseline"] not in board["answers"]:
-        raise ValueError(f"baseline {board['baseline']!r} has no answers")
+        raise DataError('expected {"queries", "baseline", "answers": {model: [...]}}', path=path)
+    if board["baseline"] not in board.get("answers", {}):
+        raise DataError(f"baseline {board['baseline']!r} has no answers", path=path, field="answers")
     return board
 
 
@@ -134,8 +129,8 @@ def _main() -> None:
     args = ap.parse_args()
     try:
         board = _read_board(args.board)
-    except (OSError, ValueError, KeyError, TypeError) as e:  # json and lzma errors are ValueErrors
-        ap.error(f"--board {args.board}: {e}")
+    except (ValueError, TypeError) as e:  # DataError names the file
+        ap.error(f"--board: {e}")
     base = board["answers"][board["baseline"]]
     trip = [(q, a, b) for m, ans in board["answers"].items() if m != board["baseline"]
             for q, a, b in zip(board["queries"], ans, base) if a and b]
