@@ -203,6 +203,9 @@ def test_a_board_without_resamples_shows_no_interval_and_a_single_answer_is_flag
     assert all(line.split(",")[3:5] == ["", ""] for line in lines[1:])       # no resample, no interval
     table = cli(tmp_path, "rank", "--benchmark", "tiny", "--judge", "style", "--n-bootstrap", "0")
     assert " - " in table.stdout.splitlines()[2] and "100.0-100.0" not in table.stdout
+    none = json.loads(cli(tmp_path, "rank", "--benchmark", "tiny", "--judge", "style", "--format", "json",
+                          "--n-bootstrap", "0").stdout)
+    assert none["rows"] and all(r["ci"] is None for r in none["rows"])     # JSON: null, not [w, w]
     board = json.loads(cli(tmp_path, "rank", "--benchmark", "tiny", "--judge", "style", "--format", "json",
                            "--n-bootstrap", "50").stdout)
     assert "solo: one answered query in the selection; its win rate and interval rest on it alone" in board["warnings"]
@@ -383,3 +386,23 @@ def test_a_wish_said_twice_in_other_case_or_spacing_counts_once():
     spec = LeaderboardSpec(criteria=Criteria(("Be concise", "Uses examples", "be  concise"), ("Jargon", "JARGON ")))
     assert spec.criteria == Criteria(("Be concise", "Uses examples"), ("Jargon",))
     assert spec.criteria.key() == Criteria(("Uses examples", "Be concise"), ("Jargon",)).key()
+
+
+def test_every_output_of_a_board_without_resamples_shows_no_interval():
+    """JSON, records, the server's CSV and a board read back over HTTP: no interval where none was drawn,
+    and the one drawn where it was."""
+    from usl.leaderboard.remote import Remote
+    from usl.leaderboard.types import Leaderboard, Row
+    from usl.server.views import to_csv
+
+    rows = (Row("a", 1, 60.0, (55.0, 65.0), 10), Row("b", 2, 40.0, (35.0, 45.0), 10))
+    for n, drawn in ((0, False), (100, True)):
+        lb = Leaderboard(spec={"n_bootstrap": n}, rows=rows)
+        assert lb.has_interval is drawn
+        assert [r["ci"] for r in lb.to_json()["rows"]] == ([[55.0, 65.0], [35.0, 45.0]] if drawn else [None, None])
+        assert [(r["ci_low"], r["ci_high"]) for r in lb.records()] == (
+            [(55.0, 65.0), (35.0, 45.0)] if drawn else [(None, None), (None, None)])
+        first = to_csv(lb).splitlines()[1].split(",")
+        assert first[3:5] == (["55.00", "65.00"] if drawn else ["", ""])
+        back = Remote.__new__(Remote)._board(lb.to_json())
+        assert back.rows[0].ci == ((55.0, 65.0) if drawn else (60.0, 60.0)) and back.has_interval is drawn

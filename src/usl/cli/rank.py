@@ -389,7 +389,7 @@ COLUMNS = ("rank", "model", "win_rate", "ci_low", "ci_high", "n", "n_missing", "
 
 def _records(board) -> list[list]:
     """The rows as the table and CSV show them: no interval (blank) where the board drew no resample."""
-    drawn = board.spec.get("n_bootstrap", 1) > 0
+    drawn = board.has_interval
     return [[r.rank, r.model, r.win_rate, r.ci[0] if drawn else "", r.ci[1] if drawn else "", r.n, r.n_missing,
              "" if r.lc_win_rate is None else r.lc_win_rate, r.avg_length, "" if r.rating is None else r.rating]
             for r in board.rows]

@@ -127,7 +127,8 @@ class Remote:
     def _board(self, lb) -> Leaderboard | None:
         try:
             fields = set(Row.__dataclass_fields__)
-            rows = tuple(Row(**({k: v for k, v in row.items() if k in fields} | {"ci": tuple(row["ci"])}))
+            rows = tuple(Row(**({k: v for k, v in row.items() if k in fields}
+                                | {"ci": tuple(row["ci"]) if row["ci"] is not None else (row["win_rate"],) * 2}))
                          for row in lb["rows"])
             reading = tuple(CriterionReading(**r) for r in lb.get("criteria_reading", []))
             return Leaderboard(spec=lb["spec"], rows=rows, criteria_breakdown=lb["criteria_breakdown"],

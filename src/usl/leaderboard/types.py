@@ -112,12 +112,20 @@ class Leaderboard:
     # how the judge reads each criterion (kind, measured accuracy on that kind); empty for judges that cannot say
     criteria_reading: tuple[CriterionReading, ...] = ()
 
+    @property
+    def has_interval(self) -> bool:
+        """Whether the board drew bootstrap resamples (``n_bootstrap`` > 0). Without, a row's ``ci`` is its win
+        rate twice (each rank its position), and what the board gives out shows no interval: ``null`` in JSON,
+        ``None`` in ``records``, blank cells in tables."""
+        return self.spec.get("n_bootstrap", 1) > 0
+
     def records(self) -> list[dict]:
-        """The rows as plain dicts, flat: ``ci`` as ``ci_low``/``ci_high``, each topic as ``topic:NAME``."""
+        """The rows as plain dicts, flat: ``ci`` as ``ci_low``/``ci_high`` (None without an interval), each
+        topic as ``topic:NAME``."""
         out = []
         for r in self.rows:
             d = asdict(r)
-            low, high = d.pop("ci")
+            low, high = d.pop("ci") if self.has_interval else (None, None)
             topics = d.pop("topics")
             out.append(d | {"ci_low": low, "ci_high": high} | {f"topic:{t}": v for t, v in topics.items()})
         return out
@@ -131,16 +139,17 @@ class Leaderboard:
         return pd.DataFrame.from_records(self.records()).set_index("model")
 
     def to_json(self) -> dict:
-        return {"spec": self.spec, "rows": [_row_json(r) for r in self.rows],
+        return {"spec": self.spec, "rows": [_row_json(r, self.has_interval) for r in self.rows],
                 "criteria_breakdown": self.criteria_breakdown,
                 "criteria_contribution": self.criteria_contribution, "warnings": list(self.warnings),
                 "criteria_reading": [asdict(r) for r in self.criteria_reading]}
 
 
-def _row_json(r: Row) -> dict:
-    """``asdict(r)`` with the CI as a list, without ``asdict``'s deep copy of every number (a board's 43 rows
-    of a dozen topics each took it ~8 ms)."""
-    return {f.name: getattr(r, f.name) for f in fields(r)} | {"ci": list(r.ci), "topics": dict(r.topics)}
+def _row_json(r: Row, interval: bool = True) -> dict:
+    """``asdict(r)`` with the CI as a list (null without an interval), without ``asdict``'s deep copy of every
+    number (a board's 43 rows of a dozen topics each took it ~8 ms)."""
+    return {f.name: getattr(r, f.name) for f in fields(r)} | {"ci": list(r.ci) if interval else None,
+                                                              "topics": dict(r.topics)}
 
 
 @dataclass(frozen=True)

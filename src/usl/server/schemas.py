@@ -81,7 +81,8 @@ class RowOut(BaseModel):
     model: str
     rank: int = Field(description="1 + number of models significantly better (CI-aware).")
     win_rate: float = Field(description="Percent vs the baseline, ties half.")
-    ci: list[float] = Field(description="Bootstrap 95% CI of the win rate, percent [low, high].")
+    ci: Optional[list[float]] = Field(description="Bootstrap 95% CI of the win rate, percent [low, high]; null when "
+                                                  "the board drew no resample (n_bootstrap 0).")
     n: int
     n_missing: int = 0
     topics: dict[str, float] = Field(default_factory=dict, description="Topic name -> win rate.")

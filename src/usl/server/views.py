@@ -72,7 +72,8 @@ def to_csv(lb: Leaderboard, default: Leaderboard | None = None) -> str:
     w.writerow(["rank", "model", "win_rate", "ci_low", "ci_high", "lc_win_rate", "default_position",
                 *[f"topic:{t}" for t in topics], "avg_length", "n", "n_missing"])
     for r in sorted(lb.rows, key=lambda r: (r.rank, -r.win_rate, r.model)):
-        w.writerow([r.rank, _cell(r.model), f"{r.win_rate:.2f}", f"{r.ci[0]:.2f}", f"{r.ci[1]:.2f}",
+        low, high = (f"{r.ci[0]:.2f}", f"{r.ci[1]:.2f}") if lb.has_interval else ("", "")
+        w.writerow([r.rank, _cell(r.model), f"{r.win_rate:.2f}", low, high,
                     "" if r.lc_win_rate is None else f"{r.lc_win_rate:.2f}", dpos.get(r.model, ""),
                     *["" if t not in r.topics else f"{r.topics[t]:.2f}" for t in topics],
                     f"{r.avg_length:.1f}", r.n, r.n_missing])
