@@ -90,7 +90,8 @@ class FakeService:
                             avg_length=150.0 + 20 * MODELS.index(m), lc_win_rate=None if custom else wr - 1.5))
         breakdown = ({c: {m: 50.0 + (10.0 if k % 2 else -10.0) * (j - 2.5) for j, m in enumerate(MODELS)}
                       for k, c in enumerate(spec.criteria.as_list())} if spec.per_criterion else {})
-        return Leaderboard(spec=spec.to_json(), rows=tuple(rows), criteria_breakdown=breakdown)
+        return Leaderboard(spec=spec.to_json() | {"judge_identity": "fake@1"}, rows=tuple(rows),
+                           criteria_breakdown=breakdown)
 
     REFINE_QUERIES = 12
 

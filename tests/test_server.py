@@ -200,6 +200,26 @@ def test_examples_with_verdicts(served):
     assert c.get("/api/examples", params={"model": "charlie-70b", "limit": 99}).status_code == 422
 
 
+def test_a_boards_recorded_spec_posted_back_ranks_the_same_board_and_warns_on_drift(served):
+    """``leaderboard.spec`` of a response, POSTed as it is (criteria nested, versions beside), ranks the same
+    board; a version that differs from the board made now is warned about; bad shapes are 422s naming
+    criteria, and a version field outside a recorded spec is still refused."""
+    _, c = served
+    first = c.post("/api/leaderboard", json={"likes": ["Posted back"], "topics": ["coding"]}).json()
+    spec = first["leaderboard"]["spec"]
+    assert spec["criteria"] == {"likes": ["Posted back"], "avoid": []} and spec["judge_identity"] == "fake@1"
+    again = c.post("/api/leaderboard", json=spec)
+    assert again.status_code == 200, again.text
+    assert again.json()["leaderboard"]["rows"] == first["leaderboard"]["rows"]
+    assert again.json()["warnings"] == first["warnings"]
+    moved = c.post("/api/leaderboard", json=spec | {"judge_identity": "fake@0"}).json()
+    assert any("recorded with judge fake@0, this board has fake@1" in w for w in moved["warnings"])
+    for bad, why in (({**spec, "likes": ["x"]}, "not both"), ({**spec, "criteria": ["x"]}, "criteria: expected")):
+        r = c.post("/api/leaderboard", json=bad)
+        assert r.status_code == 422 and why in r.text
+    assert c.post("/api/leaderboard", json={"likes": ["x"], "judge_identity": "fake@1"}).status_code == 422
+
+
 def test_export_csv_and_json(served):
     _, c = served
     params = [("likes", "Export me"), ("topics", "coding"), ("topics", "math")]

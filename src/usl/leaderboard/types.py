@@ -39,10 +39,7 @@ class LeaderboardSpec:
         ``drift``); a field of the wrong type or an unknown one raises ``ValueError`` naming it."""
         if not isinstance(d, dict):
             raise ValueError(f"{where}: expected an object")
-        recorded = {"benchmark_version", "judge_identity", "n_queries", "query_set", "topic_names", "length_control",
-                    "win_rate", "rank", "usl_version", "git_commit", "refinement",
-                    "calibration_version", "calibration_weights"}
-        unknown = sorted(set(d) - set(cls.__dataclass_fields__) - recorded)
+        unknown = sorted(set(d) - set(cls.__dataclass_fields__) - RECORDED)
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}")
         kw = {}
@@ -68,6 +65,12 @@ class LeaderboardSpec:
             return cls(**kw)
         except InputError as e:
             raise ValueError(f"{where}.{e}") from None
+
+
+# what a board's spec records beside the request: the versions that made it, and what the engine decided
+RECORDED = frozenset({"benchmark_version", "judge_identity", "n_queries", "query_set", "topic_names", "length_control",
+                      "win_rate", "rank", "usl_version", "git_commit", "refinement", "calibration_version",
+                      "calibration_weights"})
 
 
 def drift(recorded: dict, now: dict) -> list[str]:

@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from usl.judges.llm_api import LLMJudgeError
 from usl.judges.redact import public_judge
-from usl.leaderboard.types import LeaderboardSpec
+from usl.leaderboard.types import LeaderboardSpec, drift
 from usl.server import analysis, reward, views, votes
 from usl.server.boards import Boards
 from usl.server.config import ServerConfig
@@ -111,7 +111,9 @@ def create_app(service: Any, config: ServerConfig | None = None) -> FastAPI:
     @app.post("/api/leaderboard", response_model=LeaderboardResponse, tags=["leaderboard"],
               summary="Rank the models for one user's criteria and topics")
     async def leaderboard(body: SpecIn) -> dict:
-        return await boards.full(await boards.resolve(body))
+        out = await boards.full(await boards.resolve(body))
+        notes = drift(body.recorded, out["leaderboard"]["spec"]) if body.recorded else []
+        return {**out, "warnings": [*out["warnings"], *notes]} if notes else out
 
     @app.get("/api/leaderboard", response_model=LeaderboardResponse, tags=["leaderboard"],
              summary="The same as POST, with the spec as query parameters")

@@ -7,12 +7,14 @@ validation, the docs and the other doors cannot disagree.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StringConstraints
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, StringConstraints,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 
 from usl.leaderboard.limits import BLANK_CRITERION, LIMITS, InputError, Limits, check_text, few_resamples
+from usl.leaderboard.types import RECORDED
 
 __all__ = ["LIMITS", "Limits", "Criterion", "Name", "JudgeName", "SpecIn"]
 
@@ -50,9 +52,12 @@ JudgeName = Annotated[str, StringConstraints(max_length=LIMITS.max_judge_chars),
 class SpecIn(BaseModel):
     """A leaderboard request. Empty ``likes`` and ``avoid`` mean the default (general) criteria;
     empty ``topics`` and ``use_case`` mean all queries; ``judge``/``benchmark``/``baseline`` left
-    out mean the server's defaults."""
+    out mean the server's defaults. The spec a board records (``leaderboard.spec``: ``criteria`` as
+    ``{"likes": [...], "avoid": [...]}``, with the versions that made the board) is taken as it is; the
+    response then warns where the board made now differs in judge, data or queries."""
 
     model_config = ConfigDict(extra="forbid")
+    _recorded: dict = PrivateAttr(default_factory=dict)
 
     likes: list[Criterion] = Field(default_factory=list, max_length=LIMITS.max_criteria,
                                    description="What the user likes, one criterion each.")
@@ -75,6 +80,27 @@ class SpecIn(BaseModel):
     calibration: Optional[Name] = Field(None, description="Rank under this stored calibration of the judge "
                                                           "(POST /api/check/calibrate); the criteria must be the "
                                                           "ones it was fitted under.")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _board_spec(cls, data: Any, handler):
+        """A board's recorded spec: its criteria as likes and avoid, its versions kept for ``recorded``."""
+        if not (isinstance(data, dict) and "criteria" in data):
+            return handler(data)
+        c = data["criteria"]
+        if not isinstance(c, dict) or set(c) - {"likes", "avoid"}:
+            raise PydanticCustomError("criteria", 'criteria: expected {"likes": [...], "avoid": [...]}')
+        if "likes" in data or "avoid" in data:
+            raise PydanticCustomError("criteria", "criteria: give criteria or likes and avoid, not both")
+        flat = {k: v for k, v in data.items() if k not in RECORDED and k != "criteria"}
+        model = handler(flat | {"likes": c.get("likes", []), "avoid": c.get("avoid", [])})
+        model._recorded = {k: data[k] for k in RECORDED if k in data}
+        return model
+
+    @property
+    def recorded(self) -> dict:
+        """The versions a posted board spec recorded (empty for a plain request)."""
+        return self._recorded
 
 
 class RowOut(BaseModel):
