@@ -214,7 +214,8 @@ def test_a_boards_recorded_spec_posted_back_ranks_the_same_board_and_warns_on_dr
     assert again.json()["warnings"] == first["warnings"]
     moved = c.post("/api/leaderboard", json=spec | {"judge_identity": "fake@0"}).json()
     assert any("recorded with judge fake@0, this board has fake@1" in w for w in moved["warnings"])
-    for bad, why in (({**spec, "likes": ["x"]}, "not both"), ({**spec, "criteria": ["x"]}, "criteria: expected")):
+    for bad, why in (({**spec, "likes": ["x"]}, "not both"), ({**spec, "criteria": ["x"]}, "criteria: expected"),
+                     ({**spec, "criteria": {"likes": "x"}}, "criteria.likes: expected a list of strings")):
         r = c.post("/api/leaderboard", json=bad)
         assert r.status_code == 422 and why in r.text
     assert c.post("/api/leaderboard", json={"likes": ["x"], "judge_identity": "fake@1"}).status_code == 422

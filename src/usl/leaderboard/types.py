@@ -56,11 +56,7 @@ class LeaderboardSpec:
         if "topics" in d:
             kw["topics"] = tuple(_strings(d["topics"], f"{where}.topics"))
         if "criteria" in d:
-            c = d["criteria"]
-            if not isinstance(c, dict) or set(c) - {"likes", "avoid"}:
-                raise ValueError(f"{where}.criteria: expected {{\"likes\": [...], \"avoid\": [...]}}")
-            kw["criteria"] = Criteria(tuple(_strings(c.get("likes", []), f"{where}.criteria.likes")),
-                                      tuple(_strings(c.get("avoid", []), f"{where}.criteria.avoid")))
+            kw["criteria"] = Criteria(*map(tuple, recorded_criteria(d["criteria"], f"{where}.criteria")))
         try:
             return cls(**kw)
         except InputError as e:
@@ -82,6 +78,14 @@ def drift(recorded: dict, now: dict) -> list[str]:
             out.append(f"the spec was recorded with {what} {recorded[key]}, this board has {now[key]}: "
                        "its figures may differ from the recorded board's")
     return out
+
+
+def recorded_criteria(c, where: str = "criteria") -> tuple[list[str], list[str]]:
+    """The likes and avoid of a spec's recorded ``criteria`` (``{"likes": [...], "avoid": [...]}``), or a
+    ``ValueError`` naming the field (``where``, ``where.likes``, ``where.avoid``)."""
+    if not isinstance(c, dict) or set(c) - {"likes", "avoid"}:
+        raise ValueError(f"{where}: expected {{\"likes\": [...], \"avoid\": [...]}}")
+    return _strings(c.get("likes", []), f"{where}.likes"), _strings(c.get("avoid", []), f"{where}.avoid")
 
 
 def _strings(values, where: str) -> list[str]:

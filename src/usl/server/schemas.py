@@ -14,7 +14,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr,
 from pydantic_core import PydanticCustomError
 
 from usl.leaderboard.limits import BLANK_CRITERION, LIMITS, InputError, Limits, check_text, few_resamples
-from usl.leaderboard.types import RECORDED
+from usl.leaderboard.types import RECORDED, recorded_criteria
 
 __all__ = ["LIMITS", "Limits", "Criterion", "Name", "JudgeName", "SpecIn"]
 
@@ -87,13 +87,14 @@ class SpecIn(BaseModel):
         """A board's recorded spec: its criteria as likes and avoid, its versions kept for ``recorded``."""
         if not (isinstance(data, dict) and "criteria" in data):
             return handler(data)
-        c = data["criteria"]
-        if not isinstance(c, dict) or set(c) - {"likes", "avoid"}:
-            raise PydanticCustomError("criteria", 'criteria: expected {"likes": [...], "avoid": [...]}')
         if "likes" in data or "avoid" in data:
             raise PydanticCustomError("criteria", "criteria: give criteria or likes and avoid, not both")
+        try:
+            likes, avoid = recorded_criteria(data["criteria"])
+        except ValueError as e:
+            raise PydanticCustomError("criteria", str(e)) from None
         flat = {k: v for k, v in data.items() if k not in RECORDED and k != "criteria"}
-        model = handler(flat | {"likes": c.get("likes", []), "avoid": c.get("avoid", [])})
+        model = handler(flat | {"likes": likes, "avoid": avoid})
         model._recorded = {k: data[k] for k in RECORDED if k in data}
         return model
 
