@@ -318,8 +318,11 @@ def train_substance_command(
         z = model.logits([i.query for i in test], [i.text for i in test], batch=256)
         kinds = np.array([i.kind for i in test])
         truth = np.array([i.answers for i in test])
-        by_kind = {k: {"n": int((kinds == k).sum()), "accuracy": round(float(np.mean((z[kinds == k] > 0) == truth[kinds == k])), 4)}
-                   for k in ("real",) + data.KINDS + data.HELD_OUT_KINDS if (kinds == k).any()}
+        length = np.array([len(i.text) for i in test])
+        groups = {k: kinds == k for k in ("real",) + data.KINDS + data.HELD_OUT_KINDS}
+        groups["real_short"] = groups["real"] & (length <= np.quantile(length[groups["real"]], 0.1))  # shortest tenth
+        by_kind = {k: {"n": int(m.sum()), "accuracy": round(float(np.mean((z[m] > 0) == truth[m])), 4)}
+                   for k, m in groups.items() if m.any()}
         for k, r in by_kind.items():
             typer.echo(f"  {k:<14} {r['n']:>6} {r['accuracy']:.4f}" + ("  (never trained on)" if k in data.HELD_OUT_KINDS else ""))
         board_pairs = list(dict.fromkeys((q, a) for m in sorted(set(board) | {outputs.baseline}) for q in outputs.board
