@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -119,7 +120,10 @@ def test_gate_file_round_trips_and_bad_ones_are_named(tmp_path):
     gate = QualityGate(("style", "quality"), (0.5, -1.0, 2.0, 0.1), (0.1, 0.8, 0.0, -1.0), (2.0, 1.0),
                        "quality", "quality@abc", {"samples": 3})
     gate.save(tmp_path)
-    assert QualityGate.load(tmp_path) == gate
+    assert QualityGate.load(tmp_path) == gate and gate.kinds_from == "kind_model"   # a file before kinds_from
+    read_kinds = dataclasses.replace(gate, kinds_from="criteria_reader")
+    read_kinds.save(tmp_path)
+    assert QualityGate.load(tmp_path) == read_kinds
     (tmp_path / "quality_gate.json").write_text(json.dumps({"w": [1.0]}))
     with pytest.raises(ValueError, match="quality_gate.json: not a quality gate"):
         QualityGate.load(tmp_path)
@@ -152,6 +156,33 @@ def test_shipped_default_judge_weighs_the_shipped_reader():
     judge.quality.bank.add([pair_key(q[0], b[0], a[0] + " ")], np.array([3.0]))
     logit = lambda x: np.log(x) - np.log1p(-x)
     assert logit(judge.judge_matrix(crit, q, [a[0] + " "], b)[0]) < logit(p[0]) - 0.5
+
+
+def test_the_gate_weighs_the_kinds_the_page_shows_and_refuses_kinds_read_another_way(tmp_path):
+    """One reading of kinds: the kinds the gate weighs are the criteria reader's, as the page shows them; the
+    same weights with a gate fitted on the kind classifier's kinds are refused, naming the refit."""
+    import os
+    import shutil
+
+    from usl.judges.fast import FastJudge
+    from usl.judges.registry import load_judge
+    from usl.quality.gate import GATE_FILE
+    from usl.types import Criteria
+
+    judge = load_judge("default")
+    crit = ["Get to the point", "Uses examples", "Avoid: Jargon", "The code is correct."]
+    assert judge.kinds_from == "criteria_reader" and judge.quality.gate.kinds_from == "criteria_reader"
+    kinds, _ = judge._kinds_and_signs(crit)
+    assert np.allclose(kinds, judge.reader.probabilities(crit)[0])
+    shown = [r.kind for r in judge.criteria_reading(Criteria(tuple(crit[:2]) + (crit[3],), ("Jargon",)))]
+    assert shown == [judge.kinds.kinds[int(i)] for i in kinds[[0, 1, 3, 2]].argmax(1)]
+
+    weights = tmp_path / "fast-crm"
+    shutil.copytree(judge.weights, weights, copy_function=os.symlink)
+    (weights / GATE_FILE).unlink()
+    dataclasses.replace(judge.quality.gate, kinds_from="kind_model").save(weights)
+    with pytest.raises(ValueError, match="fitted on kinds read by the kind model.*refit the gate with usl quality fit-gate"):
+        FastJudge(weights, home=str(tmp_path / "home"))
 
 
 def test_readings_another_process_stored_are_taken_and_kept(tmp_path):

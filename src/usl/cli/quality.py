@@ -50,8 +50,8 @@ def fit_gate_cmd(
         from dataclasses import replace
         from pathlib import Path
 
-        from usl.fast.criterion_kinds import KindModel, reliability_by_kind
-        from usl.fast.criteria_lexicon import split_sign
+        from usl.fast.criteria_reading import READER_DIR, CriteriaReader
+        from usl.fast.criterion_kinds import KindModel, kind_reading, reliability_by_kind
         from usl.quality.gate import fit_gate, read_predictions, samples_from_predictions
         from usl.data.criteria import load_library
         from usl.judges.registry import load_judge
@@ -65,12 +65,13 @@ def fit_gate_cmd(
             fast |= read_predictions(path)
         for path in quality_predictions:
             quality |= read_predictions(path)
-        samples = samples_from_predictions(
-            fast, quality, lambda t: kinds.probabilities(encoder.encode([split_sign(x)[0] for x in t]).numpy()))
+        criteria_reader = CriteriaReader.load(folder) if (folder / READER_DIR).is_dir() else None
+        kind_probs, kinds_from = kind_reading(criteria_reader, kinds, lambda t: encoder.encode(t).numpy())
+        samples = samples_from_predictions(fast, quality, kind_probs)
         identity = load_judge(reader).identity
         info = {"fast_predictions": [Path(p).name for p in fast_predictions],
                 "quality_predictions": [Path(p).name for p in quality_predictions]}
-        gate, families = fit_gate(samples, kinds.kinds, reader, identity, l2=l2, info=info)
+        gate, families = fit_gate(samples, kinds.kinds, reader, identity, kinds_from=kinds_from, l2=l2, info=info)
         gate.save(folder)
         by_family = {f: {"n": r["n"], "accuracy": r["gate"]} for f, r in families.items()}
         replace(kinds, reliability=reliability_by_kind(by_family, load_library())).save(folder)

@@ -27,7 +27,7 @@ from usl.data.minilm_onnx import MiniLM, frozen, load, weights_key
 from usl.fast.answer_bank import AnswerBank, Progress
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.length_intent import LengthReading
-from usl.fast.criterion_kinds import KindModel
+from usl.fast.criterion_kinds import KindModel, kind_reading
 from usl.fast.criteria_lexicon import split_sign
 from usl.fast.scorer import ADAPTER_DIR, AnswerRepr, CriteriaRepr, FastScorer, criteria_features
 from usl.data.pairs.general import QUALITY_CRITERIA
@@ -125,6 +125,13 @@ class FastJudge:
             raise ValueError(f"{self.weights}: the quality gate weighs criterion kinds {self.quality.gate.kinds}, "
                              f"but the weights' criterion_kinds.json has {self.kinds and self.kinds.kinds}; "
                              "refit the gate with usl quality fit-gate")
+        # one reading of each criterion's kind, for the gate and the page (criterion_kinds.kind_reading)
+        self._kind_probs, self.kinds_from = ((None, "") if self.kinds is None and self.reader is None else
+                                             kind_reading(self.reader, self.kinds, self.encoder.encode))
+        if self.quality is not None and self.quality.gate.kinds_from != self.kinds_from:
+            raise ValueError(f"{self.weights}: the quality gate was fitted on kinds read by the "
+                             f"{self.quality.gate.kinds_from.replace('_', ' ')}, and these weights read them with the "
+                             f"{self.kinds_from.replace('_', ' ')}; refit the gate with usl quality fit-gate")
         if quality:   # another reader's readings make another judge
             self.version += "+" + hashlib.sha256(self.quality.gate.reader_identity.encode()).hexdigest()[:8]
 
@@ -227,16 +234,12 @@ class FastJudge:
         if self.quality is not None and self.quality.local and isinstance(self.quality.reader, LoadsReaders):
             self.quality.reader.load_readers()
 
-    def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        texts, signs = zip(*(split_sign(c) for c in crit))
-        return self.kinds.probabilities(self.encoder.encode(list(texts))), np.array(signs, dtype=float)
+    def kind_probabilities(self, crit: Sequence[str]) -> np.ndarray:
+        """(k, kinds): each criterion's kind probabilities, as the gate weighs them and the page shows them."""
+        return self._kind_probs(list(crit))
 
-    def _kind_probabilities(self, crit: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-        """(k, kinds) for the page: the criteria reader's, else the kind model's. The gate keeps reading the
-        kind model it was fitted with: fed the reader's kinds unrefitted, it lost length flips (docs/log.md)."""
-        if self.reader is not None:
-            return self.reader.probabilities(list(crit))[0].astype(np.float64)
-        return self.kinds.probabilities(self.encoder.encode(list(texts)))
+    def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        return self.kind_probabilities(crit), np.array([split_sign(c)[1] for c in crit], dtype=float)
 
     def quality_share(self, criteria: Criteria) -> list[float]:
         """Each criterion's share of its decision given to the quality reading (0 without a gate)."""
@@ -251,8 +254,7 @@ class FastJudge:
         if self.kinds is None:
             return []
         crit = criteria.as_list() or list(QUALITY_CRITERIA)
-        texts = [split_sign(c)[0] for c in crit]
-        return self.kinds.read(crit, self._kind_probabilities(crit, texts), self.quality_share(criteria))
+        return self.kinds.read(crit, self.kind_probabilities(crit), self.quality_share(criteria))
 
     def missing_readings(self, queries: Sequence[str], model_answers: Sequence[str],
                          baseline_answers: Sequence[str]) -> int:

@@ -56,7 +56,8 @@ def decision(a, b, fast, q):
 class QualityGate:
     """``u``, ``v``: (len(kinds) + 2,) over [kind probabilities, sign, 1]; ``reader``: the judge spec whose
     readings it weighs and ``reader_identity`` the identity it was fitted on; ``scale``: the mean |logit|
-    of the fast reading and of ``Q`` on the fitting pairs (what a share of the decision is measured in)."""
+    of the fast reading and of ``Q`` on the fitting pairs (what a share of the decision is measured in);
+    ``kinds_from``: the reading of kinds it was fitted on (``usl.fast.criterion_kinds.kind_reading``)."""
 
     kinds: tuple[str, ...]
     u: tuple[float, ...]
@@ -65,6 +66,7 @@ class QualityGate:
     reader: str
     reader_identity: str
     fitted_on: dict
+    kinds_from: str = "kind_model"
 
     def weights(self, kind_probs: np.ndarray, signs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(a_c, b_c) for each criterion: ``kind_probs`` (k, len(kinds)), ``signs`` (k,) -> two (k,) arrays."""
@@ -98,7 +100,8 @@ class QualityGate:
             d = json.loads(path.read_text())
             floats = lambda xs: tuple(float(x) for x in xs)
             gate = cls(tuple(str(k) for k in d["kinds"]), floats(d["u"]), floats(d["v"]), floats(d["scale"]),
-                       str(d["reader"]), str(d["reader_identity"]), dict(d.get("fitted_on", {})))
+                       str(d["reader"]), str(d["reader_identity"]), dict(d.get("fitted_on", {})),
+                       str(d.get("kinds_from", "kind_model")))
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path}: not a quality gate ({e}); refit it with usl quality fit-gate") from None
         if len(gate.u) != len(gate.kinds) + 2 or len(gate.v) != len(gate.u) or len(gate.scale) != 2:
@@ -211,26 +214,27 @@ def read_predictions(path: str | Path) -> dict[tuple[str, str], dict]:
 def samples_from_predictions(fast: Mapping, quality: Mapping,
                              kind_probs: Callable[[list[str]], np.ndarray]) -> list[GateSample]:
     """The samples both prediction sets hold (``read_predictions``): ``fast`` of the fast judge without a
-    gate, ``quality`` of the reader; ``kind_probs(texts) -> (k, K)`` the criterion kinds."""
+    gate, ``quality`` of the reader; ``kind_probs(criteria) -> (k, K)`` the kinds of whole criteria, as the
+    judge reads them (``FastJudge.kind_probabilities``)."""
     keys = sorted(k for k in fast if k in quality)
     if not keys:
         raise ValueError("the two prediction files share no sample (file and idx)")
     crit = [tuple(fast[k]["criteria"] or QUALITY_CRITERIA) for k in keys]   # no criteria: the judge's default
-    parts = [[split_sign(c) for c in cs] for cs in crit]
-    texts = sorted({t for ps in parts for t, _ in ps})
+    texts = sorted({c for cs in crit for c in cs})
     table = dict(zip(texts, np.asarray(kind_probs(texts))))
+    signs = {c: split_sign(c)[1] for c in texts}
 
     def logit(p: float) -> float:
         p = min(max(p, 1e-6), 1 - 1e-6)
         return float(np.log(p) - np.log1p(-p))
-    return [GateSample(np.stack([table[t] for t, _ in ps]), np.array([s for _, s in ps], dtype=float),
+    return [GateSample(np.stack([table[c] for c in cs]), np.array([signs[c] for c in cs], dtype=float),
                        logit(fast[k]["p_a"]), logit(quality[k]["p_a"]), fast[k]["preference"] == "model_a", k[0], cs,
                        str(fast[k].get("family") or ""))
-            for k, ps, cs in zip(keys, parts, crit)]
+            for k, cs in zip(keys, crit)]
 
 
 def fit_gate(samples: Sequence[GateSample], kinds: Sequence[str], reader: str, reader_identity: str, *,
-             l2: float = 1e-3, info: dict | None = None) -> tuple[QualityGate, dict]:
+             kinds_from: str = "kind_model", l2: float = 1e-3, info: dict | None = None) -> tuple[QualityGate, dict]:
     """The gate fitted on all ``samples``, with its cross-fitted figures by file recorded in ``fitted_on``;
     also returns the cross-fitted accuracy by criteria family ({family: {n, gate}})."""
     u, v, loss = fit(samples, l2=l2)
@@ -238,5 +242,5 @@ def fit_gate(samples: Sequence[GateSample], kinds: Sequence[str], reader: str, r
     files, families = cross_fit(samples, l2=l2)
     fitted_on = {"samples": len(samples), "l2": l2, "log_loss": round(loss, 4), "cross_fit": files}
     gate = QualityGate(tuple(kinds), tuple(float(x) for x in u), tuple(float(x) for x in v), scale, reader,
-                       reader_identity, fitted_on | (info or {}))
+                       reader_identity, fitted_on | (info or {}), kinds_from)
     return gate, families
