@@ -136,7 +136,7 @@ class FakeService:
                         baseline=BASELINE, baseline_answer=f"Baseline answer {i}", p_model_wins=ps[i % 5],
                         topic=TOPICS[i % 3].name) for i in range(limit)]
 
-    def contradictions(self, criteria: Criteria) -> list[str]:
+    def contradictions(self, criteria: Criteria, judge: str = "default") -> list[str]:
         time.sleep(self.contradiction_delay_s)
         norm = lambda s: " ".join(s.lower().split())
         avoid = {norm(a): a for a in criteria.avoid}

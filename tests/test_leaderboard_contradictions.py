@@ -6,6 +6,14 @@ import pytest
 from usl.leaderboard.contradictions import find_contradictions, poles
 from usl.types import Criteria
 
+
+def check(likes, avoid):
+    """The warnings for criteria as the default judge reads them (its length wishes), as a board gives them."""
+    from usl.judges.registry import load_judge
+
+    c = Criteria(likes, avoid)
+    return find_contradictions(c, load_judge("default").read_criteria(c).length)
+
 # A miss of the length reading (the mean of the length reader and the criteria reader) that the contradiction
 # check shares with the judge instead of hiding it: the criteria reader reads the dislike of answers without
 # detail as a wish for shorter answers (P 0.59), and outweighs the length reader, which cannot tell (P 0.35 / 0.30)
@@ -24,7 +32,7 @@ WITHOUT_DETAIL = pytest.mark.xfail(strict=True, reason="'Avoid: answers without 
     (("tl;dr please",), ("short answers",), "length"),
 ])
 def test_warns(likes, avoid, needle):
-    out = find_contradictions(Criteria(likes, avoid))
+    out = check(likes, avoid)
     assert out and needle in " ".join(out)
 
 
@@ -38,7 +46,13 @@ def test_warns(likes, avoid, needle):
     (("Be accurate",), ()),
 ])
 def test_does_not_warn(likes, avoid):
-    assert find_contradictions(Criteria(likes, avoid)) == []
+    assert check(likes, avoid) == []
+
+
+def test_a_judge_that_reads_no_length_wish_gets_no_length_warning():
+    """The default reading (a judge that does not read criteria) has no length wishes: only the word checks."""
+    assert find_contradictions(Criteria(("Be concise", "Give detailed explanations"))) == []
+    assert "formality" in " ".join(find_contradictions(Criteria(("Use a formal tone", "Keep it casual"))))
 
 
 def test_poles_negation():
@@ -56,6 +70,6 @@ class FakeEncoder:
 
 
 def test_embedding_similarity_between_like_and_avoid():
-    out = find_contradictions(Criteria(("Mention prices",), ("Talk about costs", "Use emoji")), FakeEncoder())
+    out = find_contradictions(Criteria(("Mention prices",), ("Talk about costs", "Use emoji")), embedder=FakeEncoder())
     assert len(out) == 1 and "similar 'Talk about costs'" in out[0]
-    assert find_contradictions(Criteria(("Mention prices",), ("Use emoji",)), FakeEncoder()) == []
+    assert find_contradictions(Criteria(("Mention prices",), ("Use emoji",)), embedder=FakeEncoder()) == []

@@ -41,6 +41,13 @@ class StyleJudge:
             out.append(Verdict(1.0) if la > lb else Verdict(0.0) if la < lb else Verdict(0.0, 1.0))
         return out
 
+    def read_criteria(self, criteria):
+        """It reads length wishes as the default judge does (a judge that reads none keeps length control on)."""
+        from usl.fast.length_intent import read_wishes
+        from usl.types import CriteriaReading
+
+        return CriteriaReading(tuple(read_wishes(criteria.as_list())))
+
 
 register("style")(lambda arg=None, **_: StyleJudge())
 

@@ -279,19 +279,23 @@ from usl.store import Store
 from usl.types import Criteria
 
 service = LeaderboardService(Store({str(tmp_path / "usl.sqlite")!r}), home={str(tmp_path)!r}, auto_topics=False)
-for criteria in (Criteria(), LeaderboardSpec.criteria):
-    spec = LeaderboardSpec(benchmark="t", judge="llm:m,base_url={api.url},api_key_env=", criteria=criteria,
-                           n_bootstrap=20, per_criterion=False)
+judge = "llm:m,base_url={api.url},api_key_env="
+for criteria in (Criteria(), LeaderboardSpec.criteria, Criteria(("Be concise", "Be thorough"), ("long answers",))):
+    spec = LeaderboardSpec(benchmark="t", judge=judge, criteria=criteria, n_bootstrap=20, per_criterion=False)
     board = service.rank(spec)
-    print(json.dumps({{"rows": {{r.model: r.win_rate for r in board.rows}},
-                      "loaded": [m for m in ("torch", "transformers", "sentence_transformers", "usl.judges.fast",
-                                             "usl.fast.model") if m in sys.modules]}}))
+    notes = service.contradictions(criteria, judge)
+    print(json.dumps({{"rows": {{r.model: r.win_rate for r in board.rows}}, "lc": board.spec["length_control"],
+                      "warnings": list(board.warnings) + notes, "reading": len(board.criteria_reading),
+                      "loaded": [m for m in ("torch", "transformers", "sentence_transformers", "onnxruntime",
+                                             "usl.judges.fast", "usl.fast.length_intent")
+                                 if m in sys.modules]}}))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    bare, general = (json.loads(line) for line in out.stdout.splitlines()[-2:])
-    assert bare["rows"] == general["rows"] == {"good": 100.0} and api.calls == 2 * 2 * 3   # judged, by the LLM
-    assert bare["loaded"] == general["loaded"] == []   # the reading of length runs without torch
+    boards = [json.loads(line) for line in out.stdout.splitlines()[-3:]]
+    assert all(b["rows"] == {"good": 100.0} for b in boards) and api.calls == 3 * 2 * 3   # judged, by the LLM
+    assert all(b["loaded"] == [] and b["lc"] == "on" and b["reading"] == 0 for b in boards)   # no model reads criteria
+    assert boards[2]["warnings"] == []          # no length wish read, so no length contradiction
 
 
 def test_cli_reports_endpoint_failure_in_one_line(api_factory, tmp_path):

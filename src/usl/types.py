@@ -118,6 +118,36 @@ class CriterionReading:
 
 
 @dataclass(frozen=True)
+class LengthWish:
+    """A criterion read as a wish about answer length: ``criterion`` as the judge reads it (a dislike as
+    "Avoid: ..."), the ``side`` it asks for, and ``p``, how sure the reading is that it is a length wish."""
+
+    criterion: str
+    side: Literal["shorter", "longer"]
+    p: float
+
+
+@dataclass(frozen=True)
+class CriteriaReading:
+    """How a judge reads a set of criteria: the one answer the engine takes for length control, the
+    contradiction check, the per-criterion note beside a board and the vote check
+    (``usl.judges.base.ReadsCriteria``). ``length`` holds, for each criterion in ``Criteria.as_list``
+    order, the length wish the judge reads in it or None; ``notes`` the page's reading of each criterion.
+
+    A judge that does not read criteria (``llm:``, ``length``) gives the default, ``CriteriaReading()``: no
+    length wish, so length control stays on and no two criteria contradict on length; no notes; and no
+    model is loaded to read them."""
+
+    length: tuple[LengthWish | None, ...] = ()
+    notes: tuple[CriterionReading, ...] = ()
+
+    @property
+    def length_wish(self) -> LengthWish | None:
+        """The first length wish, or None: what turns length control off."""
+        return next((w for w in self.length if w is not None), None)
+
+
+@dataclass(frozen=True)
 class PreferenceSample:
     """One item of the paper's JSONL: a prompt, two conversations, criteria and the preferred side.
 

@@ -37,27 +37,17 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.criterion_reader import CriterionReader
-from usl.types import Criteria
+from usl.types import Criteria, LengthWish
 from usl.fast.criteria_lexicon import split_sign
 from usl.weights import shipped
 
-Side = Literal["shorter", "longer"]
 _LOCK = threading.Lock()  # one reader, its tokenizer and its memo, read from the server's threads
-
-
-@dataclass(frozen=True)
-class LengthWish:
-    criterion: str  # as the judge reads it: a dislike as "Avoid: ..."
-    side: Side
-    p: float        # P(a length wish): 1 - P(neither)
 
 
 class LengthReading:

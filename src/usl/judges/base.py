@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
-from usl.types import Criteria
+from usl.types import Criteria, CriteriaReading
 
 if TYPE_CHECKING:       # numpy is imported where arrays are made, not with the protocol
     from pathlib import Path
@@ -97,9 +97,11 @@ class MatrixJudge(Protocol):
 
 @runtime_checkable
 class ReadsCriteria(Protocol):
-    """A judge that says how it reads each criterion (kind, direction): what the page shows beside a board."""
+    """A judge that reads criteria: how it reads a set of them (each criterion's length wish, and the note the
+    page shows beside a board) is what length control, the contradiction check and the vote check take. A
+    judge without it gets ``CriteriaReading()`` (``usl.types``: no length wish, no notes)."""
 
-    def criteria_reading(self, criteria: Criteria) -> list:
+    def read_criteria(self, criteria: Criteria) -> CriteriaReading:
         ...
 
 

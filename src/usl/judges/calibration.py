@@ -45,7 +45,7 @@ import numpy as np
 
 from usl.fast.features import FEATURES, style_features
 from usl.judges.base import Decomposable, Judge, JudgeRequest, MatrixJudge, ReadsCriteria, Verdict, verdicts_by_matrix
-from usl.types import Criteria, DataError
+from usl.types import Criteria, CriteriaReading, DataError
 
 LENGTH, LISTS, QUALITY, ANSWER, JUDGE = "length", "lists", "quality reading", "answer quality", "judge"
 _CRITERION = "criterion: "
@@ -283,5 +283,5 @@ class CalibratedJudge:
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
         return verdicts_by_matrix(self.judge_matrix, requests)
 
-    def criteria_reading(self, criteria: Criteria):
-        return self.base.criteria_reading(criteria) if isinstance(self.base, ReadsCriteria) else []
+    def read_criteria(self, criteria: Criteria) -> CriteriaReading:
+        return self.base.read_criteria(criteria) if isinstance(self.base, ReadsCriteria) else CriteriaReading()

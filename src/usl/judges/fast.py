@@ -26,7 +26,7 @@ from usl.data.encoder import encoder_path
 from usl.data.minilm_onnx import MiniLM, frozen, load, weights_key
 from usl.fast.answer_bank import AnswerBank, Progress
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
-from usl.fast.length_intent import LengthReading
+from usl.fast.length_intent import LengthReading, read_wishes, shipped_length_reading
 from usl.fast.criterion_kinds import KindModel, kind_reading
 from usl.fast.criteria_lexicon import split_sign
 from usl.fast.scorer import ADAPTER_DIR, AnswerRepr, CriteriaRepr, FastScorer, criteria_features
@@ -40,7 +40,7 @@ from usl.judges.registry import load_judge, register
 from usl.quality.gate import QualityGate
 from usl.quality.reader import PairReader, QualityReading
 from usl.weights import shipped
-from usl.types import Criteria, CriterionReading
+from usl.types import Criteria, CriteriaReading, CriterionReading
 
 log = logging.getLogger(__name__)
 DEFAULT_WEIGHTS = "fast-crm"
@@ -247,6 +247,12 @@ class FastJudge:
         if self.quality is None:
             return [0.0] * len(crit)
         return [float(x) for x in self.quality.gate.shares(*self._kinds_and_signs(crit))]
+
+    def read_criteria(self, criteria: Criteria) -> CriteriaReading:
+        """How this judge reads ``criteria``: each one's length wish, as its length prior reads it (its own
+        length and criteria readers, else the shipped ones: ``usl.fast.length_intent``), and the page's notes."""
+        return CriteriaReading(tuple(read_wishes(criteria.as_list(), self.length or shipped_length_reading())),
+                               tuple(self.criteria_reading(criteria)))
 
     def criteria_reading(self, criteria: Criteria) -> list[CriterionReading]:
         """How this judge reads each criterion: its kind and the judge's measured accuracy on that kind

@@ -2,11 +2,11 @@
 
 Three checks, deliberately simple:
 
-1. Length: two criteria that the judge reads as length wishes pointing opposite ways
-   (``usl.fast.length_intent``, the one reading of length intent the judge and length control use
-   too): two likes ("be concise" + "give detailed explanations"), or a like and a dislike ("be brief"
-   + avoid "short answers"). Two dislikes do not contradict: avoiding both short and long answers
-   asks for the middle.
+1. Length: two criteria that the judge reads as length wishes pointing opposite ways (the judge's
+   ``CriteriaReading``, the one reading of length the judge and length control use too; a judge that
+   does not read criteria reads none): two likes ("be concise" + "give detailed explanations"), or a
+   like and a dislike ("be brief" + avoid "short answers"). Two dislikes do not contradict: avoiding both
+   short and long answers asks for the middle.
 2. An antonym lexicon of the other style axes (formality, technicality, tone, format). Each criterion
    is tagged with the poles it names; a word after a negation ("without jargon") flips its pole. Two
    likes on opposite poles of one axis contradict; so do a like and an avoid on the *same* pole.
@@ -23,8 +23,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from usl.fast.length_intent import read_wishes
-from usl.types import Criteria
+from usl.types import Criteria, LengthWish
 
 # axis -> (pole 0 words, pole 1 words). Multi-word entries match as phrases.
 AXES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -78,11 +77,13 @@ def _norm(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
 
-def find_contradictions(criteria: Criteria, embedder: Encoder | None = None,
-                        threshold: float = 0.8) -> list[str]:
-    """Human-readable warnings, one per contradicting pair (empty list: none found)."""
+def find_contradictions(criteria: Criteria, length: Sequence[LengthWish | None] = (),
+                        embedder: Encoder | None = None, threshold: float = 0.8) -> list[str]:
+    """Human-readable warnings, one per contradicting pair (empty list: none found). ``length``: the length
+    wish a judge reads in each criterion of ``criteria.as_list()`` (``CriteriaReading.length``; none given:
+    no length check)."""
     c = criteria.canonical()
-    out, seen = _length_contradictions(c)
+    out, seen = _length_contradictions(c, {" ".join(t.split()): w for t, w in zip(criteria.as_list(), length)})
     tagged_likes = [(t, poles(t)) for t in c.likes]
     tagged_avoid = [(t, poles(t)) for t in c.avoid]
     for i, (a, pa) in enumerate(tagged_likes):
@@ -116,10 +117,10 @@ def find_contradictions(criteria: Criteria, embedder: Encoder | None = None,
     return out
 
 
-def _length_contradictions(c: Criteria) -> tuple[list[str], set[tuple[str, str]]]:
-    """Warnings for likes and dislikes that the judge reads as length wishes pointing opposite ways, and
-    the (like, avoid) pairs warned about."""
-    wishes = read_wishes(c.as_list())
+def _length_contradictions(c: Criteria, read: dict[str, LengthWish | None]) -> tuple[list[str], set[tuple[str, str]]]:
+    """Warnings for likes and dislikes that the judge reads as length wishes pointing opposite ways (``read``:
+    criterion as ``Criteria.as_list`` words it -> its wish), and the (like, avoid) pairs warned about."""
+    wishes = [read.get(t) for t in c.as_list()]      # c is canonical: its texts whitespace-normalised
     texts = list(c.likes) + list(c.avoid)
     n = len(c.likes)
     out, seen = [], set()

@@ -14,8 +14,8 @@ wins every query. (AlpacaEval also has an instruction-difficulty term; we leave 
 our scores come from one judge on one query set, where it mostly cancels.)
 
 When the user's criteria are *about* length ("prefer concise answers", "No walls of text"),
-controlling for length would remove the very thing they asked for, so callers turn it off: the board
-reads length intent the way the judge does (``usl.fast.length_intent``).
+controlling for length would remove the very thing they asked for, so callers turn it off where the
+judge reads a length wish in them (``usl.types.CriteriaReading``; a judge that reads no criteria reads none).
 """
 
 from __future__ import annotations

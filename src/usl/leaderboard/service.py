@@ -10,7 +10,7 @@ CONTRACT (owned by the leaderboard engine; the server codes against these signat
     svc.refine(spec, reference="crm", queries=0, seconds=None, progress=None) -> Leaderboard
     svc.compare(a: LeaderboardSpec, b: LeaderboardSpec) -> Comparison
     svc.examples(spec, model, limit=5) -> list[Example]
-    svc.contradictions(criteria) -> list[str]      # human-readable warnings
+    svc.contradictions(criteria, judge) -> list[str]   # human-readable warnings, as the judge reads them
 
 A service instance keeps each benchmark (queries, answers, fingerprints) and each loaded judge
 in memory, and the last few score matrices, so repeated leaderboards skip the store entirely. It assembles
@@ -46,7 +46,6 @@ import numpy as np
 import usl
 from usl import paths
 from usl.data import minilm_onnx
-from usl.fast.length_intent import length_wish
 from usl.judges import calibration as cal
 from usl.judges.base import HasQualityTerm, Judge, Prepares, ReadsCriteria, ReadsPairsAhead, cacheable
 from usl.judges.registry import load_judge
@@ -67,7 +66,7 @@ from usl.leaderboard.types import CalibrationReport, Comparison, Leaderboard, Le
 from usl.store.benchmarks import list_benchmarks, load_benchmark, load_responses, stored_version
 from usl.store.db import Store
 from usl.store.votes import save_calibration
-from usl.types import Criteria, DataError
+from usl.types import Criteria, CriteriaReading, DataError
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -83,6 +82,12 @@ class Example:
     baseline_answer: str
     p_model_wins: float          # averaged over both orders
     topic: str = ""
+
+
+def read_criteria(judge: Judge, criteria: Criteria) -> CriteriaReading:
+    """How ``judge`` reads ``criteria`` (``usl.judges.base.ReadsCriteria``); the default reading for a judge that
+    does not read criteria: no length wish (length control stays on), no notes."""
+    return judge.read_criteria(criteria) if isinstance(judge, ReadsCriteria) else CriteriaReading()
 
 
 class LeaderboardService:
@@ -211,17 +216,17 @@ class LeaderboardService:
         s = self.scores.score(data, judge, spec.criteria, baseline, models, sel.query_ids, progress)
         summ = stats.summarize(s, spec.n_bootstrap, spec.seed)
         topic_wr = stats.topic_win_rates(s, sel.topic_columns)
-        wish = length_wish(spec.criteria)
+        reading = read_criteria(judge, spec.criteria)
+        wish = reading.length_wish
         qids = list(sel.query_ids)
         lc = None if wish else length_controlled(s, data.lengths(models, qids), data.lengths([baseline], qids)[0])
-        warnings = list(find_contradictions(spec.criteria))
+        warnings = list(find_contradictions(spec.criteria, reading.length))
         rows = self._rows(data, models, sel, s, summ, topic_wr, lc, elo_ratings(s), warnings)
         breakdown, contribution = ({}, {}) if not spec.per_criterion else self.scores.per_criterion(
             spec.criteria, data, judge, baseline, models, sel.query_ids, s, progress)
         meta = self._spec_json(spec, data, judge, baseline, sel, wish)
-        reading = tuple(judge.criteria_reading(spec.criteria)) if isinstance(judge, ReadsCriteria) else ()
         return Leaderboard(spec=meta, rows=tuple(rows), criteria_breakdown=breakdown,
-                           warnings=tuple(warnings), criteria_contribution=contribution, criteria_reading=reading)
+                           warnings=tuple(warnings), criteria_contribution=contribution, criteria_reading=reading.notes)
 
     def refine(self, spec: LeaderboardSpec, reference: str = "crm", queries: int | None = 0,
                seconds: float | None = None, progress: Progress | None = None) -> Leaderboard:
@@ -250,7 +255,8 @@ class LeaderboardService:
         est = refine_board(f, g, fast.ci)
         topic_wr = {t: refine_board(f[:, cols], g[:, cols], slope=est.slope).summary.win_rate
                     for t, cols in sel.topic_columns.items()}
-        warnings = list(find_contradictions(spec.criteria))
+        reading = read_criteria(judge, spec.criteria)
+        warnings = list(find_contradictions(spec.criteria, reading.length))
         rows = self._rows(data, models, sel, f, est.summary, topic_wr, None, None, warnings)
         if judged < len(sel.query_ids):
             warnings.append(f"refined board: {judged} of {len(sel.query_ids)} queries judged by {ref.identity}; "
@@ -259,7 +265,7 @@ class LeaderboardService:
         if few:
             warnings.append(f"{len(few)} model(s) with fewer than {MIN_JUDGED} judged answers keep the fast "
                             f"estimate: {', '.join(few)}")
-        meta = self._spec_json(spec, data, judge, baseline, sel, length_wish(spec.criteria))
+        meta = self._spec_json(spec, data, judge, baseline, sel, reading.length_wish)
         meta["refinement"] = {"reference": reference, "reference_identity": ref.identity, "queries_judged": judged,
                               "queries": len(sel.query_ids), "complete": judged == len(sel.query_ids),
                               "slope": round(est.slope, 3),
@@ -310,8 +316,8 @@ class LeaderboardService:
         la, lb = self.rank(a), self.rank(b)
         wa = {r.model: r.win_rate for r in la.rows}
         wb = {r.model: r.win_rate for r in lb.rows}
-        warnings = [f"A: {w}" for w in self.contradictions(a.criteria)]
-        warnings += [f"B: {w}" for w in self.contradictions(b.criteria)]
+        warnings = [f"A: {w}" for w in self.contradictions(a.criteria, a.judge)]
+        warnings += [f"B: {w}" for w in self.contradictions(b.criteria, b.judge)]
         return Comparison(la, lb, stats.kendall_tau(wa, wb), stats.spearman_rho(wa, wb), tuple(warnings))
 
     def examples(self, spec: LeaderboardSpec, model: str, limit: int = 5) -> list[Example]:
@@ -431,14 +437,17 @@ class LeaderboardService:
             out[label] = [float(s[models.index(m), qids.index(q)]) for q, m in pairs]
         return out
 
-    def contradictions(self, criteria: Criteria, embeddings: bool = True) -> list[str]:
-        """Warnings for criteria that pull against each other; with ``embeddings``, a like and a dislike
-        that mean the same are found by the packaged MiniLM's sentence vectors on ONNX Runtime (the
-        process's one encoder, which the judge's criteria reading loads too: no torch on a request)."""
+    def contradictions(self, criteria: Criteria, judge: str = "default", embeddings: bool = True) -> list[str]:
+        """Warnings for criteria that pull against each other, as ``judge`` reads them (its length wishes); with
+        ``embeddings`` and a judge that reads criteria, a like and a dislike that mean the same are found by
+        the packaged MiniLM's sentence vectors on ONNX Runtime (the process's one encoder, which that judge's
+        criteria reading loads too: no torch on a request). A judge that does not read criteria gets the word
+        checks alone, and loads no model for them."""
+        j = self.judge(judge)
         embedder = None
-        if embeddings and criteria.likes and criteria.avoid:
+        if embeddings and criteria.likes and criteria.avoid and isinstance(j, ReadsCriteria):
             embedder = minilm_onnx.frozen(paths.cache_dir(self.home))
-        return find_contradictions(criteria, embedder)
+        return find_contradictions(criteria, read_criteria(j, criteria).length, embedder)
 
     # ---- internals --------------------------------------------------------------------------
     def _board_context(self, spec: LeaderboardSpec, progress: Progress | None):

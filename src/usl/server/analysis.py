@@ -58,7 +58,8 @@ def router(boards: Any) -> APIRouter:
     async def compare(body: CompareIn) -> dict:
         sa, sb = await boards.resolve(body.a), await boards.resolve(body.b)
         la, lb, wa, wb = await asyncio.gather(boards.ranked(sa), boards.ranked(sb),
-                                              boards.contradictions(sa.criteria), boards.contradictions(sb.criteria))
+                                              boards.contradictions(sa.criteria, sa.judge),
+                                              boards.contradictions(sb.criteria, sb.judge))
         a, b = ({r.model: r.win_rate for r in board.rows} for board in (la, lb))
         try:
             tau, rho = stats.kendall_tau(a, b), stats.spearman_rho(a, b)

@@ -21,7 +21,6 @@ from urllib.parse import urlencode
 from fastapi import HTTPException
 
 from usl.data.topics import match_topics
-from usl.fast.length_intent import read_wishes
 from usl.judges.base import LoadsReaders, StoresReadings
 from usl.judges.redact import public_judge
 from usl.leaderboard.calibrations import check_fits
@@ -173,12 +172,13 @@ class Boards:
         except USER_ERRORS as e:
             raise HTTPException(422, message(e)) from e
 
-    async def contradictions(self, criteria: Criteria) -> list[str]:
-        """The service's (possibly embedding-based) check; runs beside the ranking, never fails it."""
+    async def contradictions(self, criteria: Criteria, judge: str) -> list[str]:
+        """The service's (possibly embedding-based) check, as ``judge`` reads the criteria; runs beside the
+        ranking, never fails it."""
         if criteria == LeaderboardSpec().criteria:
             return []
         try:
-            return list(await self.checks.run(self.service.contradictions, criteria))
+            return list(await self.checks.run(self.service.contradictions, criteria, judge))
         except Exception as e:  # noqa: BLE001 - a warning that cannot be computed is no reason to fail
             log.warning("contradiction check failed: %s", e)
             return []
@@ -200,7 +200,7 @@ class Boards:
         default = self.default_spec(spec)
         keep = spec_key(default) == spec_key(self.default_spec())
         default, lb, notes = await asyncio.gather(self.ranked(default, keep=keep), board,
-                                                  self.contradictions(spec.criteria))
+                                                  self.contradictions(spec.criteria, spec.judge))
         return self.response(spec, lb, default, notes)
 
     def require_reference(self) -> str:
@@ -231,15 +231,13 @@ class Boards:
         self._warming = asyncio.create_task(self._warm_all())
 
     async def _warm_all(self) -> None:
-        """One after the other: the length reading (every board, contradiction check and vote check
-        reads it), the default board (its check loads the default judge), the contradiction check's
-        embedder, the other judges, and, once the default board is ranked, the models that read new
-        answers. Loading models in parallel threads races on transformers' lazy imports ("cannot
+        """One after the other: the default board (it loads the default judge), the default judge's
+        reading of criteria and the contradiction check's embedder, the other judges, and, once the default
+        board is ranked, the models that read new answers. Loading models in parallel threads races on transformers' lazy imports ("cannot
         import name 'AutoModel'")."""
         started = time.perf_counter()
-        await asyncio.to_thread(_warm_length_reading)
         board = await self._warm_default()
-        await asyncio.to_thread(_warm_contradictions, self.service)
+        await asyncio.to_thread(_warm_contradictions, self.service, self.config.judges[0])
         await asyncio.to_thread(_warm_judges, self.service, self.config.judges[1:], self.config.benchmark)
         if board is not None:       # the first start reads every answer: not beside that, on 2 cores
             await asyncio.gather(watch(board), return_exceptions=True)
@@ -333,16 +331,9 @@ def _warm_readers(service: Any, specs: tuple[str, ...]) -> None:
         give_back_freed()     # what loading and the made-up readings freed
 
 
-def _warm_length_reading() -> None:
+def _warm_contradictions(service: Any, judge: str) -> None:
     try:
-        read_wishes(["Keep it short."])
-    except Exception as e:  # noqa: BLE001
-        log.warning("length reading warm-up failed: %s", e)
-
-
-def _warm_contradictions(service: Any) -> None:
-    try:
-        service.contradictions(Criteria(("short answers",), ("long answers",)))
+        service.contradictions(Criteria(("short answers",), ("long answers",)), judge)
     except Exception as e:  # noqa: BLE001
         log.warning("contradiction warm-up failed: %s", e)
 

@@ -45,7 +45,7 @@ async def leaderboard_events(boards: Boards, request: Request, spec: Leaderboard
     jobs = boards.jobs
     split = spec.per_criterion and len(spec.criteria.likes) + len(spec.criteria.avoid) >= 2
     first = dataclasses.replace(spec, per_criterion=False) if split else spec
-    notes = asyncio.ensure_future(boards.contradictions(spec.criteria))
+    notes = asyncio.ensure_future(boards.contradictions(spec.criteria, spec.judge))
     late = False
     try:
         with contextlib.ExitStack() as held:

@@ -31,8 +31,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from usl.fast.length_intent import length_wish
 from usl.leaderboard.check import agreement, suggest_length
+from usl.leaderboard.service import read_criteria
 from usl.server.boards import USER_ERRORS, message
 from usl.server.rates import WriteRate
 from usl.server.schemas import Name, SpecIn
@@ -168,7 +168,7 @@ def router(boards: Any, spec_query: Callable[..., SpecIn], rate: WriteRate) -> A
                        spec.criteria, c, v.model_first, judge.identity, p)
                   for v, c, p in zip(body.votes, choices, probs[""])]
         await asyncio.to_thread(save_votes, service.store, stored)
-        wish = await asyncio.to_thread(length_wish, spec.criteria)  # the first read loads a MiniLM
+        wish = (await asyncio.to_thread(read_criteria, judge, spec.criteria)).length_wish  # as the judge reads them
         words = lambda text: len(text.split())
         return {
             "judge": judge.identity, "stored": len(stored),
