@@ -152,8 +152,8 @@ def fit(library: Library, encode: Callable[[list[str]], np.ndarray], *, seed: in
 def kind_reading(reader, model: KindModel | None,
                  encode: Callable[[list[str]], np.ndarray]) -> tuple[Callable[[Sequence[str]], np.ndarray], str]:
     """How a judge reads each criterion's kind, for its quality gate and its page alike: ``(kinds(criteria) ->
-    (k, len(KINDS)), source)``, the source ``criteria_reader`` or ``kind_model``. Where the weights hold a criteria reader (``usl.fast.criteria_reading``) it
-    reads each whole criterion; otherwise the kind model reads the embedding (``encode``) of each criterion
+    (k, len(KINDS)), source)``, the source ``criteria_reader`` or ``kind_model``. Where the weights hold a
+    criteria reader (``usl.fast.criteria_reading``) it reads each whole criterion; otherwise the kind model reads the embedding (``encode``) of each criterion
     less its sign. A gate records the source it was fitted on (``usl.quality.gate.QualityGate.kinds_from``)."""
     if reader is not None:
         return (lambda crit: np.asarray(reader.probabilities(list(crit))[0], dtype=np.float64)), "criteria_reader"

@@ -105,6 +105,12 @@ class ReadsCriteria(Protocol):
         ...
 
 
+def read_criteria(judge: Judge, criteria: Criteria) -> CriteriaReading:
+    """How ``judge`` reads ``criteria``; the documented default, ``CriteriaReading()`` (no length wish: length
+    control stays on; no notes), for a judge that does not read criteria."""
+    return judge.read_criteria(criteria) if isinstance(judge, ReadsCriteria) else CriteriaReading()
+
+
 @runtime_checkable
 class Decomposable(Protocol):
     """A judge whose decision is a sum of named terms (the fast CRM): what a calibration can weigh."""

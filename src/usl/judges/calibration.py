@@ -44,7 +44,8 @@ from typing import Sequence
 import numpy as np
 
 from usl.fast.features import FEATURES, style_features
-from usl.judges.base import Decomposable, Judge, JudgeRequest, MatrixJudge, ReadsCriteria, Verdict, verdicts_by_matrix
+from usl.judges.base import (Decomposable, Judge, JudgeRequest, MatrixJudge, Verdict, read_criteria,
+                             verdicts_by_matrix)
 from usl.types import Criteria, CriteriaReading, DataError
 
 LENGTH, LISTS, QUALITY, ANSWER, JUDGE = "length", "lists", "quality reading", "answer quality", "judge"
@@ -284,4 +285,4 @@ class CalibratedJudge:
         return verdicts_by_matrix(self.judge_matrix, requests)
 
     def read_criteria(self, criteria: Criteria) -> CriteriaReading:
-        return self.base.read_criteria(criteria) if isinstance(self.base, ReadsCriteria) else CriteriaReading()
+        return read_criteria(self.base, criteria)

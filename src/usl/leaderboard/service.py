@@ -47,7 +47,8 @@ import usl
 from usl import paths
 from usl.data import minilm_onnx
 from usl.judges import calibration as cal
-from usl.judges.base import HasQualityTerm, Judge, Prepares, ReadsCriteria, ReadsPairsAhead, cacheable
+from usl.judges.base import (HasQualityTerm, Judge, Prepares, ReadsCriteria, ReadsPairsAhead, cacheable,
+                             read_criteria)
 from usl.judges.registry import load_judge
 from usl.leaderboard import stats
 from usl.leaderboard import calibrations
@@ -66,7 +67,7 @@ from usl.leaderboard.types import CalibrationReport, Comparison, Leaderboard, Le
 from usl.store.benchmarks import list_benchmarks, load_benchmark, load_responses, stored_version
 from usl.store.db import Store
 from usl.store.votes import save_calibration
-from usl.types import Criteria, CriteriaReading, DataError
+from usl.types import Criteria, DataError
 
 log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
@@ -82,12 +83,6 @@ class Example:
     baseline_answer: str
     p_model_wins: float          # averaged over both orders
     topic: str = ""
-
-
-def read_criteria(judge: Judge, criteria: Criteria) -> CriteriaReading:
-    """How ``judge`` reads ``criteria`` (``usl.judges.base.ReadsCriteria``); the default reading for a judge that
-    does not read criteria: no length wish (length control stays on), no notes."""
-    return judge.read_criteria(criteria) if isinstance(judge, ReadsCriteria) else CriteriaReading()
 
 
 class LeaderboardService:

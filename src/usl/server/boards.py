@@ -233,7 +233,8 @@ class Boards:
     async def _warm_all(self) -> None:
         """One after the other: the default board (it loads the default judge), the default judge's
         reading of criteria and the contradiction check's embedder, the other judges, and, once the default
-        board is ranked, the models that read new answers. Loading models in parallel threads races on transformers' lazy imports ("cannot
+        board is ranked, the models that read new answers. Loading models in parallel threads races on
+        transformers' lazy imports ("cannot
         import name 'AutoModel'")."""
         started = time.perf_counter()
         board = await self._warm_default()

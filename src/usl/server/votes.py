@@ -31,8 +31,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from usl.judges.base import read_criteria
 from usl.leaderboard.check import agreement, suggest_length
-from usl.leaderboard.service import read_criteria
 from usl.server.boards import USER_ERRORS, message
 from usl.server.rates import WriteRate
 from usl.server.schemas import Name, SpecIn
