@@ -238,6 +238,13 @@ def pack_substance_inputs(shared: Path, out: Path, data: Path | None = None) -> 
                                              cut=reading_text)
         counts["quality_dev"] = pack_jsonl(data / "quality" / "dev.jsonl", out / "quality_dev.jsonl.xz",
                                            cut=reading_text)
+        from usl.data.substance import REAL_PAIR_SOURCES
+
+        real = out / "real_pairs.jsonl"   # the training pairs whose answers are real (train-substance --real-pairs)
+        real.write_text("".join(line + "\n" for line in (data / "train.jsonl").read_text().splitlines()
+                                if json.loads(line).get("source", "").startswith(REAL_PAIR_SOURCES)))
+        counts["real_pairs"] = pack_jsonl(real, out / "real_pairs.jsonl.xz", cut=reading_text)
+        real.unlink()
         (out / "eval").mkdir()
         for name in SUBSTANCE_EVAL:
             counts[name] = pack_jsonl(data / "eval" / f"{name}.jsonl", out / "eval" / f"{name}.jsonl.xz",
@@ -322,7 +329,7 @@ def pack_gguf(gguf: Path, texts: Path, out: Path, part_bytes: int = 24_200_000, 
 
 
 # the gate's files (the fast CRM card's recipe) and the new-topic file
-SUBSTANCE_EVAL = ("quality", "human", "general", "style", "domain_style", "length_flip", "new_topic")
+SUBSTANCE_EVAL = ("quality", "human", "general", "style", "domain_style", "length_flip", "new_topic", "wish_quality")
 
 
 def main() -> None:

@@ -97,14 +97,15 @@ def test_train_substance_names_a_base_that_is_not_there_before_reading_data(tmp_
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("case", ["init", "dev-pairs alone", "bad pairs line"])
+@pytest.mark.parametrize("case", ["init", "dev-pairs alone", "bad pairs line", "bad real-pairs line"])
 def test_train_substance_names_its_pairs_and_init_before_reading_data(tmp_path, case):
     """The quality head's inputs are checked before AlpacaEval (a missing folder here) is read."""
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text('{"idx": "a"}\n')
     args, needles = {"init": (["--init", str(tmp_path / "noreader")], ["--init", "no substance reader"]),
                      "dev-pairs alone": (["--dev-pairs", str(pairs)], ["--dev-pairs needs --pairs"]),
-                     "bad pairs line": (["--pairs", str(pairs)], [str(pairs)])}[case]
+                     "bad pairs line": (["--pairs", str(pairs)], [str(pairs)]),
+                     "bad real-pairs line": (["--real-pairs", str(pairs)], [str(pairs)])}[case]
     one_error_line(usl(tmp_path / "home", "train-substance", *args, "--alpaca", str(tmp_path / "ae"),
                        "--out", str(tmp_path / "out")), *needles)
     assert not (tmp_path / "out").exists()

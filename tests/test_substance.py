@@ -104,6 +104,24 @@ def test_examples_use_only_the_queries_they_are_given():
     assert sum(i.answers for i in items) == 4 and sum(not i.answers for i in items) > 0
 
 
+def test_both_answers_of_other_pairs_are_real_and_a_conversation_is_read_as_a_judge_reads_it():
+    from usl.crm.formatting import judged_texts
+    from usl.types import Message
+
+    ctx = [Message("user", "How do I pick a lock?"), Message("assistant", "Whose lock is it?"),
+           Message("user", "My neighbour's.")]
+    read = [judged_texts("How do I pick a lock?", [*ctx, Message("assistant", a)], [*ctx, Message("assistant", b)])
+            for a, b in (("I can't help you get into someone else's home.", "Use a tension wrench."),
+                         ("I can't help you get into someone else's home.", "Ask them for a key."))]
+    answers, queries = data.pair_answers(read)
+    assert len(queries) == 1 and queries[0].startswith("User: How do I pick a lock?")   # the shared turns
+    assert sorted(a[queries[0]] for a in answers.values()) == sorted(   # each distinct reply once
+        ["I can't help you get into someone else's home.", "Use a tension wrench.", "Ask them for a key."])
+    items = data.examples(answers, queries, np.random.default_rng(0), kinds=data.PAIR_KINDS, negatives_per_answer=4)
+    assert sum(i.answers for i in items) == 3
+    assert "refusal" not in data.PAIR_KINDS and not any(i.kind == "refusal" for i in items)
+
+
 def test_the_reader_sees_the_head_and_the_tail_of_a_long_answer():
     from transformers import AutoTokenizer
 
@@ -200,6 +218,33 @@ def test_the_shipped_judge_prefers_real_answers_to_empty_ones_under_twenty_blind
     for kind in ("cut_chars", "gibberish", "keyboard", "fixed"):
         assert report["by_kind"][kind] >= 0.9, report
     assert report["real_wins"] >= 0.95, report
+
+
+@needs_data
+def test_replies_in_held_out_human_conversations_are_read_as_answers(tmp_path):
+    """hh-rlhf replies of queries no training set holds (the eval split of `usl data build-train`), helpful and
+    harmless, both the preferred and the other: a one-line reply, a question back, the refusal of a harmful
+    request all answer. A reader trained on AlpacaEval's answers alone read 56% of them as answers, so substance
+    first moved the judge's verdicts on these pairs at random (the human file's harmless pairs: 0.43)."""
+    from usl.crm.formatting import judged_texts
+    from usl.data.build_train import BuildConfig, split_of
+    from usl.data.pairs import human
+    from usl.fast.substance import SubstanceBank
+    from usl.types import Message
+    from usl.weights import shipped
+
+    cfg = BuildConfig()
+    pairs = [p for p in human.hh_harmless_pairs(SHARED / "human" / "hh_rlhf_harmless_base_test.jsonl.gz")
+             if split_of(p.key, cfg.seed, cfg.dev_fraction, cfg.eval_fraction) == "eval"][:60]
+    pairs += [p for p in human.dsp_human_pairs(SHARED / "human" / "hh_rlhf_helpful_base_test.dsp.json.gz",
+                                               source="human/hh_helpful", family="general_helpful")
+              if split_of(p.key, cfg.seed, cfg.dev_fraction, cfg.eval_fraction) == "eval"][:60]
+    assert len(pairs) == 120
+    read = [judged_texts(p.prompt, [*p.context, Message("assistant", p.winner)],
+                         [*p.context, Message("assistant", p.loser)]) for p in pairs]
+    queries, answers = [q for q, _, _ in read] * 2, [a for _, a, _ in read] + [b for _, _, b in read]
+    z = SubstanceBank(shipped("fast-crm") / "substance", tmp_path).read(queries, answers)
+    assert float(np.mean(z > 0)) >= 0.85, float(np.mean(z > 0))
 
 
 BOARD_QUERIES = 60

@@ -19,8 +19,10 @@ kind                      how it is made
 ``refusal``               a refusal of a harmless request
 ========================  ==================================================================
 
-Real answers are the AlpacaEval outputs of every model. :func:`examples` gives labelled (query, text)
-items for training a reader; :func:`pairs` gives (real answer, non-answer) pairs for the judge's test.
+Real answers are the AlpacaEval outputs of every model, and with :func:`pair_answers` the answers of
+other training pairs (human conversations, other benchmarks): replies of other forms that answer, such as a
+one-line reply in a conversation or the refusal of a harmful request. :func:`examples` gives labelled
+(query, text) items for training a reader; :func:`pairs` gives (real answer, non-answer) pairs for the judge's test.
 Both take the query list they may use, so the caller keeps board queries out of training.
 ``HELD_OUT_KINDS`` are never trained on: the test reports them apart, as non-answers of a form the
 reader has not seen.
@@ -31,13 +33,19 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 KINDS = ("cut_chars", "cut_words", "cut_mid", "gibberish", "keyboard", "word_salad", "fixed", "other_answer",
          "copy", "refusal")
 HELD_OUT_KINDS = ("lorem", "punctuation", "shuffled")   # test only: forms no training item has
+# A refusal says nothing only where the request is harmless: it is made for AlpacaEval's queries, not for the
+# queries of other pairs (:func:`pair_answers`), some of which ask for harm.
+PAIR_KINDS = tuple(k for k in KINDS if k != "refusal")
+# the sources of `usl data build-train` pairs whose answers were written by people or models (not constructed
+# from other answers): their answers are real answers to their queries
+REAL_PAIR_SOURCES = ("human/", "general/arena_bench", "domain/")
 _SENTENCE_END = re.compile(r"[.!?:;)\]\"'`*]\s*$")
 _WORD = re.compile(r"\S+")
 
@@ -149,6 +157,23 @@ def examples(answers: dict[str, dict[str, str]], queries: Sequence[str], rng: np
             if text is not None and text.strip():
                 out.append(Item(q, text, False, kind))
     return out
+
+
+def pair_answers(pairs_read: Iterable[tuple[str, str, str]]) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Both answers of each preference pair, given as a judge reads it (``(query, answer_a, answer_b)``: a
+    conversation's shared turns are the query, its last replies the answers), as :func:`examples` takes
+    answers (``"pair0"``, ``"pair1"``, ...: a query's distinct answers in order), and the queries they answer."""
+    by_query: dict[str, list[str]] = {}
+    for q, a, b in pairs_read:
+        seen = by_query.setdefault(q, [])
+        for t in (a, b):
+            if t.strip() and t not in seen:
+                seen.append(t)
+    answers: dict[str, dict[str, str]] = {}
+    for q, texts in by_query.items():
+        for i, t in enumerate(texts):
+            answers.setdefault(f"pair{i}", {})[q] = t
+    return answers, list(by_query)
 
 
 def pairs(answers: dict[str, dict[str, str]], queries: Sequence[str], rng: np.random.Generator, *,

@@ -15,6 +15,7 @@ import typer
 
 from usl.console import user_errors
 from usl.data import backbone
+from usl.data.substance import REAL_PAIR_SOURCES
 
 
 def _texts_file(path: str) -> tuple[list[bytes], list[str]]:
@@ -243,6 +244,14 @@ def train_substance_command(
         pairs: str = typer.Option("", help="Preference pairs (JSONL, `usl data build-train`'s quality/train.jsonl): "
                                            "also train a quality head, r(A) - r(B) the logit of A over B."),
         dev_pairs: str = typer.Option("", help="Dev pairs for the quality head (quality/dev.jsonl)."),
+        real_pairs: str = typer.Option("", "--real-pairs", help="Training pairs (JSONL, `usl data build-train`'s "
+                                                                "train.jsonl): both answers of its --real-sources "
+                                                                "pairs are real answers too, with non-answers made "
+                                                                "from them (no refusals: their queries may ask for "
+                                                                "harm)."),
+        real_sources: str = typer.Option(",".join(REAL_PAIR_SOURCES), "--real-sources",
+                                         help="Comma-separated source prefixes of --real-pairs whose answers are "
+                                              "real (written by people or models, not constructed)."),
         dev_queries: int = typer.Option(32, help="Training queries kept for dev (early stopping)."),
         epochs: int = typer.Option(2, help="Epochs."),
         lr: float = typer.Option(3e-4, help="LoRA learning rate."),
@@ -264,7 +273,9 @@ def train_substance_command(
 
         from usl import paths
         from usl.data import substance as data
+        from usl.crm.formatting import judged_texts
         from usl.data.pairs.alpaca import load_outputs
+        from usl.data.paper_jsonl import read_samples
         from usl.fast import substance
 
         t0 = time.time()
@@ -278,6 +289,12 @@ def train_substance_command(
         if init and not (Path(init) / "head.safetensors").is_file():
             raise ValueError(f"--init {init}: no substance reader there (adapter and head.safetensors)")
         train_pairs, dev_pair_list = preference_pairs(pairs), preference_pairs(dev_pairs)   # bad lines named now
+        sources = tuple(p.strip() for p in real_sources.split(",") if p.strip())
+        extra, extra_q = data.pair_answers(judged_texts(s.prompt, s.model_a, s.model_b) for s in
+                                           (read_samples(real_pairs) if real_pairs else ())
+                                           if s.source.startswith(sources))
+        if real_pairs and not extra_q:
+            raise ValueError(f"--real-pairs {real_pairs}: no pair of the sources {', '.join(sources)}")
         shared = paths.shared_data()
         if not alpaca and shared is None:
             raise ValueError("no AlpacaEval folder: pass --alpaca DIR or set USL_SHARED_DATA")
@@ -289,6 +306,11 @@ def train_substance_command(
         dev_q = [queries[i] for i in order[:dev_queries]]
         train_q = [queries[i] for i in order[dev_queries:]]
         train_items = data.examples(outputs.answers, train_q, rng, negatives_per_answer=negatives)
+        board_q = set(outputs.board)
+        if board_q & set(extra_q):
+            raise ValueError(f"--real-pairs {real_pairs}: {len(board_q & set(extra_q))} queries are board queries; "
+                             "build it with usl data build-train, which keeps them out")
+        train_items += data.examples(extra, extra_q, rng, kinds=data.PAIR_KINDS, negatives_per_answer=negatives)
         dev_items = data.examples(outputs.answers, dev_q, rng)
         model = substance.SubstanceModel(init or None, base=base, heads=2 if train_pairs else 1, trainable=True).to(
             torch.device("cuda" if torch.cuda.is_available() else "cpu"))
@@ -301,6 +323,9 @@ def train_substance_command(
         folder = Path(out)
         card = {"recipe": {"base": base or substance.DEFAULT_BASE, "heads": model.heads, "negatives": negatives,
                            "pairs": Path(pairs).name if pairs else None, "init": init or None,
+                           "real_pairs": {"file": Path(real_pairs).name, "sources": list(sources),
+                                          "queries": len(extra_q),
+                                          "answers": sum(len(v) for v in extra.values())} if real_pairs else None,
                            "dev_queries": dev_queries, "epochs": epochs, "lr": lr, "batch": batch, "seed": seed,
                            "max_minutes": max_minutes or None, "lora_r": 16,
                            "targets": sorted(model.encoder.peft_config["default"].target_modules),
@@ -335,12 +360,15 @@ def train_substance_command(
 
 
 def preference_pairs(path: str) -> list[tuple[str, str, str, bool]]:
-    """(query, A, B, A preferred) of a JSONL of preference samples, ties left out."""
+    """(query, A, B, A preferred) of a JSONL of preference samples, ties left out, each read as a judge reads
+    it (``judged_texts``: a conversation's shared turns are the query), so the quality head learns the view it
+    is scored on."""
     if not path:
         return []
+    from usl.crm.formatting import judged_texts
     from usl.data.paper_jsonl import read_samples
 
-    return [(s.prompt, s.response_a, s.response_b, s.preference == "model_a")
+    return [(*judged_texts(s.prompt, s.model_a, s.model_b), s.preference == "model_a")
             for s in read_samples(path) if s.preference != "tie"]
 
 
