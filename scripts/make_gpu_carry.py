@@ -48,10 +48,11 @@ def trim(text: str, head: int, tail: int) -> str:
 
 
 def pack_jsonl(src: Path, dst: Path, head: int = 0, tail: int = 0, limit: int = 0, seed: int = 0,
-               cut=None) -> int:
-    """``src``'s lines with each answer trimmed to ``head`` and ``tail`` characters, or by ``cut(text)``."""
+               cut=None, keep=None) -> int:
+    """``src``'s lines (those whose record ``keep`` accepts) with each answer trimmed to ``head`` and ``tail``
+    characters, or by ``cut(text)``."""
     cut = cut or (lambda text: trim(text, head, tail))
-    lines = src.read_text().splitlines()
+    lines = [line for line in src.read_text().splitlines() if keep is None or keep(json.loads(line))]
     if limit:
         random.Random(seed).shuffle(lines)
         lines = lines[:limit]
@@ -240,11 +241,9 @@ def pack_substance_inputs(shared: Path, out: Path, data: Path | None = None) -> 
                                            cut=reading_text)
         from usl.data.substance import REAL_PAIR_SOURCES
 
-        real = out / "real_pairs.jsonl"   # the training pairs whose answers are real (train-substance --real-pairs)
-        real.write_text("".join(line + "\n" for line in (data / "train.jsonl").read_text().splitlines()
-                                if json.loads(line).get("source", "").startswith(REAL_PAIR_SOURCES)))
-        counts["real_pairs"] = pack_jsonl(real, out / "real_pairs.jsonl.xz", cut=reading_text)
-        real.unlink()
+        # the training pairs whose answers are real too (train-substance --real-pairs)
+        counts["real_pairs"] = pack_jsonl(data / "train.jsonl", out / "real_pairs.jsonl.xz", cut=reading_text,
+                                          keep=lambda d: d.get("source", "").startswith(REAL_PAIR_SOURCES))
         (out / "eval").mkdir()
         for name in SUBSTANCE_EVAL:
             counts[name] = pack_jsonl(data / "eval" / f"{name}.jsonl", out / "eval" / f"{name}.jsonl.xz",

@@ -272,8 +272,9 @@ def train_substance_command(
         import torch
 
         from usl import paths
-        from usl.data import substance as data
         from usl.crm.formatting import judged_texts
+        from usl.data import leakage
+        from usl.data import substance as data
         from usl.data.pairs.alpaca import load_outputs
         from usl.data.paper_jsonl import read_samples
         from usl.fast import substance
@@ -290,10 +291,8 @@ def train_substance_command(
             raise ValueError(f"--init {init}: no substance reader there (adapter and head.safetensors)")
         train_pairs, dev_pair_list = preference_pairs(pairs), preference_pairs(dev_pairs)   # bad lines named now
         sources = tuple(p.strip() for p in real_sources.split(",") if p.strip())
-        extra, extra_q = data.pair_answers(judged_texts(s.prompt, s.model_a, s.model_b) for s in
-                                           (read_samples(real_pairs) if real_pairs else ())
-                                           if s.source.startswith(sources))
-        if real_pairs and not extra_q:
+        real = [s for s in read_samples(real_pairs) if s.source.startswith(sources)] if real_pairs else []
+        if real_pairs and not real:
             raise ValueError(f"--real-pairs {real_pairs}: no pair of the sources {', '.join(sources)}")
         shared = paths.shared_data()
         if not alpaca and shared is None:
@@ -305,11 +304,9 @@ def train_substance_command(
         order = rng.permutation(len(queries))
         dev_q = [queries[i] for i in order[:dev_queries]]
         train_q = [queries[i] for i in order[dev_queries:]]
+        leakage.assert_clean(leakage.BoardGuard(outputs.board), real, what=f"--real-pairs {real_pairs}")
+        extra, extra_q = data.pair_answers(judged_texts(s.prompt, s.model_a, s.model_b) for s in real)
         train_items = data.examples(outputs.answers, train_q, rng, negatives_per_answer=negatives)
-        board_q = set(outputs.board)
-        if board_q & set(extra_q):
-            raise ValueError(f"--real-pairs {real_pairs}: {len(board_q & set(extra_q))} queries are board queries; "
-                             "build it with usl data build-train, which keeps them out")
         train_items += data.examples(extra, extra_q, rng, kinds=data.PAIR_KINDS, negatives_per_answer=negatives)
         dev_items = data.examples(outputs.answers, dev_q, rng)
         model = substance.SubstanceModel(init or None, base=base, heads=2 if train_pairs else 1, trainable=True).to(
