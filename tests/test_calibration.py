@@ -66,12 +66,38 @@ def test_ties_are_left_out_and_leave_one_out_never_sees_the_vote_it_predicts():
 
 
 def test_informative_pairs_look_along_new_directions_one_per_query():
-    x = np.array([[0, 0, 0, 2.0, 0], [0, 0, 0, 2.1, 0], [0, 0, 0, 0, 1.5], [0.1, 0, 0, 0, 0]])
+    # ten pairs that differ in length, ten in lists: a vote on a length pair tells about the other nine, so
+    # the next pick is a lists pair, and the one after goes back to length
+    rng = np.random.default_rng(1)
+    x = np.zeros((20, 5))
+    x[:10, 3] = 2 + 0.1 * rng.random(10)
+    x[10:, 4] = 1.5 + 0.1 * rng.random(10)
     pool = cal.Terms(NAMES, x, np.array([1.0, 1, 1, 0, 0]))
     prec = np.eye(5)
-    assert cal.informative(pool, prec, 2) == [1, 2]               # the second length pair adds less than lists
-    assert cal.informative(pool, prec, 3, groups=["a", "a", "b", "c"]) == [1, 2, 3]
-    assert cal.informative(pool, prec, 9) == [1, 2, 0, 3]          # never more than the pool
+    picks = cal.informative(pool, prec, 4)
+    assert [i < 10 for i in picks] == [True, False, True, False]
+    assert picks[0] == int(np.argmax(x[:10, 3]))                    # the largest length difference first
+    groups = [0, 0] + list(range(1, 19))                              # pairs 0 and 1 share a query
+    assert len({0, 1} & set(cal.informative(pool, prec, 20, groups=groups))) == 1
+    assert sorted(cal.informative(pool, prec, 30)) == list(range(20))  # never more than the pool
+
+
+def test_a_few_extreme_values_of_one_term_do_not_take_every_pick():
+    # 12 of 400 pairs where one term is extreme, as the answers' own quality where substance first fires:
+    # chosen by their own variance, 4 of the first 10 picks are among them; by what they tell of the pool, 2
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 5))
+    x[:12, 2] = 40.0
+    picks = cal.informative(cal.Terms(NAMES, x, np.array([1.0, 1, 1, 0, 0])), 3 * np.eye(5), 10)
+    assert len(set(picks)) == 10 and sum(i < 12 for i in picks) <= 2, picks
+
+
+def test_normal_scores_keep_the_order_and_share_ties():
+    x = np.array([[0.0, 1], [0, 2], [0, 1000], [5, 3]])
+    u = cal.normal_scores(x)
+    assert (np.argsort(u[:, 1]) == np.argsort(x[:, 1])).all()
+    assert u[0, 0] == u[1, 0] == u[2, 0] < u[3, 0]
+    assert u[2, 1] - u[1, 1] < 2 * x[:, 1].std()                  # the tail pulled in
 
 
 def test_a_calibration_refuses_another_version_of_its_judge():

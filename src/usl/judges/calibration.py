@@ -227,28 +227,54 @@ def spread(terms: Terms) -> np.ndarray:
 # ---- pairs worth voting on ---------------------------------------------------------------------
 def informative(pool: Terms, prec: np.ndarray, n: int, groups: Sequence | None = None,
                 exclude: Sequence[int] = ()) -> list[int]:
-    """``n`` rows of ``pool`` whose votes would tell the most about the weights, chosen greedily: the
-    pair along which the fit is least sure, ``x' H^-1 x`` (H: ``precision``, the prior's and the votes'),
-    then H takes that pair in (as a vote at p = 1/2) so that the next pick looks along another direction
-    rather than at a near copy. One pair per group (query) when ``groups`` is given.
+    """``n`` rows of ``pool`` whose votes would tell the most about the weights, chosen greedily: the pair
+    whose vote would most lower the fit's uncertainty about the verdicts of the whole pool (the summed
+    predictive variance ``u' H^-1 u`` over its pairs u; H: ``precision``, the prior's and the votes'), then
+    H takes that pair in (as a vote at p = 1/2) so that the next pick looks along another direction. One
+    pair per group (query) when ``groups`` is given.
+
+    The sum is over the pool's pairs read by their terms' normal scores (each term's rank mapped to a
+    normal of the term's spread), not their values: a term with a few extreme values, as the answers' own
+    quality is where substance first fires, would otherwise make those few pairs the sum, and they would
+    take the first picks while telling about themselves only (docs/log.md, 2026-12-04). A candidate is
+    read by its values: how far a vote on it moves the fit depends on them.
 
     The judge's own confidence is deliberately left out of the score: weighing by ``p (1 - p)`` picks
     pairs the shipped judge is unsure of, and a user whose taste the judge misreads is told apart on
     pairs the judge is sure of and wrong (docs/log.md, 2026-12-02)."""
+    x = pool.x
+    u = normal_scores(x)
+    spread_of_pool = u.T @ u / max(len(u), 1)
     h = prec.copy()
-    taken = np.zeros(len(pool.x), bool)
+    taken = np.zeros(len(x), bool)
     taken[list(exclude)] = True
     g = None if groups is None else np.asarray(groups)
     out = []
     while len(out) < n and not taken.all():
-        score = np.einsum("ij,ij->i", pool.x @ np.linalg.inv(h), pool.x)
-        score[taken] = -np.inf
-        i = int(np.argmax(score))
+        cov = np.linalg.inv(h)
+        lowered = np.einsum("ij,ij->i", x @ (cov @ spread_of_pool @ cov), x)
+        gain = lowered / (1 + 0.25 * np.einsum("ij,ij->i", x @ cov, x))
+        gain[taken] = -np.inf
+        i = int(np.argmax(gain))
         out.append(i)
         taken[i] = True
         if g is not None:
             taken[g == g[i]] = True
-        h = h + 0.25 * np.outer(pool.x[i], pool.x[i])
+        h = h + 0.25 * np.outer(x[i], x[i])
+    return out
+
+
+def normal_scores(x: np.ndarray) -> np.ndarray:
+    """Each column of ``x`` (n, m) replaced by its values' ranks mapped to a normal of the column's spread
+    (ties share their mean rank): the same order, without the tails."""
+    from scipy.special import ndtri
+
+    out = np.zeros_like(x, dtype=float)
+    for j in range(x.shape[1]):
+        _, inv, counts = np.unique(x[:, j], return_inverse=True, return_counts=True)
+        upper = np.cumsum(counts)
+        rank = (upper - (counts - 1) / 2)[inv.ravel()]          # 1-based mean rank of each value's ties
+        out[:, j] = ndtri(rank / (len(x) + 1)) * x[:, j].std()
     return out
 
 
