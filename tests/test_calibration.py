@@ -7,6 +7,7 @@ on average over the hidden rules."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -80,6 +81,9 @@ def test_informative_pairs_look_along_new_directions_one_per_query():
     groups = [0, 0] + list(range(1, 19))                              # pairs 0 and 1 share a query
     assert len({0, 1} & set(cal.informative(pool, prec, 20, groups=groups))) == 1
     assert sorted(cal.informative(pool, prec, 30)) == list(range(20))  # never more than the pool
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                              # an empty draw: no pick, no warning
+        assert cal.informative(pool.take([]), prec, 3) == []
 
 
 def test_a_few_extreme_values_of_one_term_do_not_take_every_pick():

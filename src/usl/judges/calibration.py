@@ -243,6 +243,8 @@ def informative(pool: Terms, prec: np.ndarray, n: int, groups: Sequence | None =
     pairs the shipped judge is unsure of, and a user whose taste the judge misreads is told apart on
     pairs the judge is sure of and wrong (docs/log.md, 2026-12-02)."""
     x = pool.x
+    if not len(x):
+        return []
     u = normal_scores(x)
     spread_of_pool = u.T @ u / max(len(u), 1)
     h = prec.copy()
