@@ -246,7 +246,7 @@ def informative(pool: Terms, prec: np.ndarray, n: int, groups: Sequence | None =
     if not len(x):
         return []
     u = normal_scores(x)
-    spread_of_pool = u.T @ u / max(len(u), 1)
+    spread_of_pool = u.T @ u / len(u)
     h = prec.copy()
     taken = np.zeros(len(x), bool)
     taken[list(exclude)] = True
