@@ -48,8 +48,7 @@ serve: install
 # src/usl/weights/fast-crm); each input below is skipped when it exists. The CPU steps: three data builds
 # (~1 min each), the two criterion readers (a few minutes each on idle cores), `usl train-fast`
 # (configs/fast_crm.yaml, ~7 min on 2 idle cores), the criteria reader (configs/criteria_reader.yaml,
-# 7-40 min), the
-# static token table, the kind classifier, the fast judge's and the substance reader's predictions on 240
+# 7-40 min), the keyword reader (configs/keyword_reader.yaml, ~20 min), the static token table, the kind classifier, the fast judge's and the substance reader's predictions on 240
 # pairs of six eval files, the quality reading's length correction, the gate and the substance
 # calibration (a few minutes each; the substance reader's readings are slow on a CPU where no bank has
 # them), and the board's quality bank. Two inputs are trained on a GPU: the style scorer (`make
@@ -74,6 +73,8 @@ judge: install artifacts/data/train.jsonl artifacts/data-full/train.jsonl artifa
 	rm -rf $(J)
 	$(BIN)/usl train-fast --config configs/fast_crm.yaml
 	$(BIN)/usl train-criteria --config configs/criteria_reader.yaml --out $(J)
+	$(BIN)/usl train-keywords --config configs/keyword_reader.yaml \
+	    --set rubrics=$(SHARED)/rubrics/biggen_bench_instances.json.gz --out $(J)
 	$(BIN)/python -m usl.fast.static_embed $(J)/static_table.npz
 	$(BIN)/usl quality fit-kinds --weights $(J)
 	mkdir -p artifacts/pred

@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
     from usl.crm.commands import train_command
     from usl.fast.commands import (
         train_criteria_command,
+        train_keywords_command,
         train_reader_command,
         train_style_command,
         train_substance_command,
@@ -24,4 +25,5 @@ def register(app: typer.Typer) -> None:
     app.command("train-style")(train_style_command)
     app.command("train-reader")(train_reader_command)
     app.command("train-criteria")(train_criteria_command)
+    app.command("train-keywords")(train_keywords_command)
     app.command("train-substance")(train_substance_command)

@@ -6,6 +6,12 @@ wordings does not carry over to new ones. The words people use for the common pr
 few and stable ("brief", "short", "to the point"; "thorough", "in depth"; "poetic", "vivid"), so a
 signed count of each axis's words (negative inside a negation's scope) is a robust second view that generalises
 to unseen wordings. Each feature is 0/1-ish; ``LEXICON_AXES`` names them in order.
+
+The judge does not read criteria with these rules: the keyword reader (``keyword_reader.py``) learned
+their reading from ~40,000 texts they labelled, and reads in their place. What this module still does:
+label those texts, give the fast CRM and the length and domain readers the keyword features of their
+training texts (``lexicon_matrix``; ``lexicon_probe`` fingerprints it), and read a criterion's sign
+(``split_sign``), which the judge still reads by rule.
 """
 
 from __future__ import annotations
@@ -89,6 +95,12 @@ _FAULT_STEMS = ("discriminat", "fabricat", "hallucinat")  # match any ending
 _FAULT_RES = {axis: re.compile(r"\b(?:" + "|".join(sorted((re.escape(w) + (r"\w*" if w in _FAULT_STEMS else "")
                                                            for w in ws), key=len, reverse=True)) + r")\b")
               for axis, ws in _FAULTS.items()}
+
+
+def axis_words() -> list[str]:
+    """Every word and phrase the axes and faults list (stems such as "elaborat" included), sorted: what the
+    keyword reader's training texts say in frames (``usl.fast.keyword_reader``)."""
+    return sorted({w.strip() for ws in (*_AXES.values(), *_FAULTS.values()) for w in ws})
 
 
 def dislikes_only_faults(disliked: str) -> bool:

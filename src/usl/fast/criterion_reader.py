@@ -17,8 +17,9 @@ weighs each style's answer scores by these probabilities (``FastCRM``'s style-sc
 Each reads what ``split_sign`` leaves of a criterion ("Avoid: long answers" -> "long answers").
 Frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go through a trained
 projection, attention pooling and a small MLP that also sees the keyword features, so it can tell
-when to trust them (``--no-lexicon``: the states alone). A few heads with different seeds are
-averaged. Everything trained is about 1.4 MB (fp16) a reader. In the judge a reader takes its token
+when to trust them (``--no-lexicon``: the states alone); they train on the lexicon's keyword features
+of their texts and, in the judge, read the keyword reader's (``keyword_reader.py``), which learned them.
+A few heads with different seeds are averaged. Everything trained is about 1.4 MB (fp16) a reader. In the judge a reader takes its token
 states from the criteria tower's own MiniLM pass (``share_encoder``), so reading a criterion costs only
 the heads. Judging reads the heads in numpy and MiniLM through ONNX Runtime (``numpy_nn``,
 ``usl.data.minilm_onnx``); training uses torch.
@@ -47,6 +48,7 @@ from usl.data.criteria import load_library
 from usl.data.io import read_json
 from usl.data.minilm_onnx import MiniLM, frozen
 from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix, split_sign
+from usl.fast.keyword_reader import KeywordReader
 from usl.fast.numpy_nn import State, attention_pool, load_state, mlp, softmax, state_of
 
 log = logging.getLogger(__name__)
@@ -137,6 +139,9 @@ class CriterionReader:
         self.heads = heads
         self._encoder = None
         self._memo: dict[str, np.ndarray] = {}
+        # the keyword axes' reader of the judge's weights (``usl.fast.scorer.read_weights`` sets it); None: the
+        # criteria lexicon's reading, which the heads were trained on
+        self.keywords: KeywordReader | None = None
 
     def share_encoder(self, encoder: MiniLM) -> None:
         """Read through the criteria tower's all-MiniLM-L6-v2 (one without an adapter) instead of loading a
@@ -153,7 +158,9 @@ class CriterionReader:
 
     def _keywords(self, texts: Sequence[str]) -> np.ndarray:
         """The keyword features the heads read beside the pooled states: (n, cfg.n_lexicon)."""
-        return lexicon_matrix(list(texts)) if self.cfg.lexicon else np.zeros((len(texts), 0), np.float32)
+        if not self.cfg.lexicon:
+            return np.zeros((len(texts), 0), np.float32)
+        return self.keywords.matrix(texts) if self.keywords is not None else lexicon_matrix(list(texts))
 
     def _heads(self, h: np.ndarray, mask: np.ndarray, lex: np.ndarray) -> np.ndarray:
         """The heads' class probabilities, averaged: (n, len(kind.labels))."""

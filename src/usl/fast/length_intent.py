@@ -43,6 +43,7 @@ import numpy as np
 
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.criterion_reader import CriterionReader
+from usl.fast.keyword_reader import KeywordReader
 from usl.types import Criteria, LengthWish
 from usl.fast.criteria_lexicon import split_sign
 from usl.weights import shipped
@@ -85,6 +86,7 @@ class LengthReading:
         length = CriterionReader.load(weights, "length")
         if length is None or not (Path(weights) / READER_DIR).is_dir():
             return None
+        length.keywords = KeywordReader.load(weights)
         return cls(length, CriteriaReader.load(weights))
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
 from usl.fast.criterion_reader import DOMAIN, LENGTH, CriterionReader
 from usl.fast.features import FEATURES
+from usl.fast.keyword_reader import KeywordReader
 from usl.fast.lexicon_probe import check_fingerprint
 from usl.fast.numpy_nn import State, load_state, mlp, softplus
 from usl.fast.register import RegisterScorer, RegisterStack
@@ -74,6 +75,7 @@ class Weights:
     register: RegisterScorer | RegisterStack | None
     readers: dict  # "length" / "domain" -> CriterionReader or None
     state: State
+    keywords: KeywordReader | None = None  # the keyword axes' reader (keyword_reader/); None: the lexicon's
 
 
 def load_registers(path: str | Path) -> RegisterStack | None:
@@ -92,7 +94,13 @@ def read_weights(path: str | Path) -> Weights:
     if unknown:
         raise ValueError(f"{p / 'config.json'}: unknown field(s) {unknown} (weights of another version of the "
                          "fast CRM); rebuild them with `usl train-fast --config configs/fast_crm.yaml`")
-    check_fingerprint(raw.get("lexicon_fingerprint"), p)
+    keywords = KeywordReader.load(p)
+    if keywords is None:  # the lexicon reads the criteria: it must read them as it did in training
+        check_fingerprint(raw.get("lexicon_fingerprint"), p)
+    elif keywords.taught_by != raw.get("lexicon_fingerprint"):
+        raise ValueError(f"{p}: the keyword reader was taught by a criteria lexicon (fingerprint {keywords.taught_by}) "
+                         f"other than the one the model was trained on ({raw.get('lexicon_fingerprint')}); retrain "
+                         "it with `usl train-keywords`")
     for key in ("features", "lexicon", "reader", "domain", "score_prior"):
         raw[key] = tuple(raw.get(key, ()))
     register = load_registers(p)
@@ -109,17 +117,23 @@ def read_weights(path: str | Path) -> Weights:
                          f"{f' (or its {lost[0]} is missing)' if lost else ''}; retrain it")
     if raw["lexicon"] != tuple(a for a in LEXICON_AXES if a in raw["lexicon"]):
         raise ValueError(f"{p}: model was trained with other criteria keyword features; retrain it")
-    return Weights(FastCRMConfig(**raw), vocab, register, readers, load_state(p / "model.safetensors"))
+    for reader in readers.values():
+        if reader is not None:
+            reader.keywords = keywords
+    return Weights(FastCRMConfig(**raw), vocab, register, readers, load_state(p / "model.safetensors"), keywords)
 
 
 def criteria_features(readers, lexicon: tuple[str, ...], texts: list[str],
-                      readings: dict[str, dict[str, np.ndarray]] | None = None) -> np.ndarray:
+                      readings: dict[str, dict[str, np.ndarray]] | None = None,
+                      keywords: KeywordReader | None = None) -> np.ndarray:
     """What follows a criterion's sentence embedding in its input row: its keyword features on the axes
     ``lexicon`` (the model's ``cfg.lexicon``: all, some or none) and, for each of ``readers`` (length,
-    domain), the reader's probabilities but "none". ``readings`` (reader kind -> text
+    domain), the reader's probabilities but "none". The keyword features are ``keywords``' reading (the
+    judge's, ``Weights.keywords``), else the criteria lexicon's (training: the heads learn on the teacher's
+    readings of their texts, which the keyword reader learned). ``readings`` (reader kind -> text
     -> probabilities) stand in for a reader where given: the cross-fitted readings of its own training
     texts, or the default judge's reading of length (``usl.fast.length_intent.LengthReading``)."""
-    keywords = lexicon_matrix(texts)
+    keywords = keywords.matrix(texts) if keywords is not None else lexicon_matrix(texts)
     parts = [keywords if lexicon == LEXICON_AXES else keywords[:, [LEXICON_AXES.index(a) for a in lexicon]]]
     for reader in readers:
         known = (readings or {}).get(reader.kind.name, {})
@@ -137,6 +151,7 @@ class FastScorer:
         self.cfg = w.cfg
         self.register = w.register
         self.reader, self.domain_reader = w.readers["length"], w.readers["domain"]
+        self.keywords = w.keywords
         self.state = w.state
         self.feat_mean, self.feat_std, self.idf = w.state["feat_mean"], w.state["feat_std"], w.state["idf"]
         self.beta = float(w.state["beta"])

@@ -103,6 +103,8 @@ class FastJudge:
         self.encoder = _criteria_encoder(cache, adapter if adapter.exists() else None)
         for reader in self.model.readers if not adapter.exists() else ():  # the same frozen MiniLM: one copy
             reader.share_encoder(self.encoder)
+        if self.model.keywords is not None and not adapter.exists():
+            self.model.keywords.share_encoder(self.encoder)
         # the criteria reader (criteria_reading.py): each criterion's kind, as the page shows it
         self.reader = CriteriaReader.load(self.weights) if (self.weights / READER_DIR).is_dir() else None
         if self.reader is not None and not adapter.exists():
@@ -161,7 +163,7 @@ class FastJudge:
         embedded = self.encoder.encode(list(texts))  # first: the length reader takes its states from this pass
         readings = None if self.length is None else {"length": dict(zip(texts, self.length.probs(list(criteria))))}
         x = np.concatenate([embedded, criteria_features(self.model.readers, self.model.cfg.lexicon,
-                                                                      list(texts), readings)], -1)
+                                                                      list(texts), readings, self.model.keywords)], -1)
         return self.model.criteria_repr(x), np.array(signs, dtype=np.float32)
 
     def prepare(self, queries: Sequence[str], answers: Sequence[str], progress: Progress | None = None) -> None:
