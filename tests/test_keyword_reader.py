@@ -99,3 +99,19 @@ def test_the_judge_reads_criteria_without_the_lexicon(tmp_path, monkeypatch):
     assert p[0] > 0.5
     assert LengthReading.load(shipped("fast-crm")).probs(["Keep the replies for this test tiny."]).shape == (1, 3)
     criteria_lexicon._lexicon_row.cache_clear()
+
+
+def test_the_recipe_file_sets_every_field_and_refuses_unknown_ones(tmp_path):
+    from dataclasses import fields
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "keyword_reader.yaml"
+    assert set(yaml.safe_load(path.read_text())) == {f.name for f in fields(KeywordReaderConfig)}
+    cfg = KeywordReaderConfig.from_yaml(path, ["epochs=3"])
+    assert cfg.epochs == 3 and cfg.layers == (-1, -3) and cfg.train == ("artifacts/data/train.jsonl",)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("epochs: 2\nwidth: 9\n")
+    with pytest.raises(ValueError, match=r"bad.yaml: unknown field\(s\) \['width'\]"):
+        KeywordReaderConfig.from_yaml(bad)

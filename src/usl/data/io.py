@@ -12,10 +12,13 @@ import io
 import json
 import lzma
 import zlib
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence, TypeVar
 
 from usl.types import DataError
+
+R = TypeVar("R")
 
 # What a damaged or hostile file raises while it is read: a corrupt or cut gzip/xz stream, bytes
 # that are not UTF-8.
@@ -174,3 +177,19 @@ class Fields:
                                  if not isinstance(v, str) else "must not be empty")
             out.append(v)
         return tuple(out)
+
+
+def read_recipe(cls: type[R], path: str | Path, overrides: Sequence[str] = ()) -> R:
+    """A recipe dataclass from the YAML file at ``path``, then ``key=value`` overrides (YAML values); a list
+    is read as a tuple. An unknown key is an error that names the file and the recipe's fields."""
+    import yaml
+
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        raw[key.strip()] = yaml.safe_load(value)
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown field(s) {unknown}; the recipe's fields: {sorted(known)}")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})

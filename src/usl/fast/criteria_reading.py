@@ -43,7 +43,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -52,7 +52,7 @@ import numpy as np
 from usl.data.criteria import KINDS, load_library
 from usl.data.minilm_onnx import MiniLM, frozen
 from usl.fast.numpy_nn import attention_pool, gelu, linear, load_state, softmax, state_of
-from usl.data.io import read_json
+from usl.data.io import read_json, read_recipe
 from usl.weights import shipped
 
 log = logging.getLogger(__name__)
@@ -90,20 +90,7 @@ class CriteriaReaderConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: Sequence[str] = ()) -> CriteriaReaderConfig:
         """The recipe at ``path``, then ``key=value`` overrides (YAML values)."""
-        import yaml
-
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-        for item in overrides:
-            key, _, value = item.partition("=")
-            raw[key.strip()] = yaml.safe_load(value)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"{path}: unknown field(s) {unknown}; the recipe's fields: {sorted(known)}")
-        for key in ("wordings", "test", "layers"):
-            if key in raw:
-                raw[key] = tuple(raw[key])
-        return cls(**raw)
+        return read_recipe(cls, path, overrides)
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,12 @@ import random
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from usl.data.io import read_recipe
 from usl.data.minilm_onnx import MiniLM, frozen
 from usl.fast import criteria_lexicon
 from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix, split_sign
@@ -95,20 +96,7 @@ class KeywordReaderConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: Sequence[str] = ()) -> KeywordReaderConfig:
         """The recipe at ``path``, then ``key=value`` overrides (YAML values)."""
-        import yaml
-
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-        for item in overrides:
-            key, _, value = item.partition("=")
-            raw[key.strip()] = yaml.safe_load(value)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"{path}: unknown field(s) {unknown}; the recipe's fields: {sorted(known)}")
-        for key in ("train", "layers"):
-            if key in raw:
-                raw[key] = tuple(raw[key])
-        return cls(**raw)
+        return read_recipe(cls, path, overrides)
 
 
 def _head(cfg: KeywordReaderConfig, width: int = 384):
