@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from usl.fast import criteria_lexicon
 from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
 from usl.fast.criteria_reading import _norm, library_held_out_set
 from usl.fast.keyword_reader import KEYWORD_DIR, KeywordReader, KeywordReaderConfig, _head, agreement, corpus, fit
 from usl.fast.lexicon_probe import lexicon_fingerprint
 from usl.weights import shipped
 
-TINY = KeywordReaderConfig(pairs=20, embedded=20, hidden=8, epochs=2, batch=8)
+ROOT = Path(__file__).resolve().parents[1]
+TINY = KeywordReaderConfig(criteria_reader=str(ROOT / "configs" / "criteria_reader.yaml"), pairs=20, embedded=20,
+                           hidden=8, epochs=2, batch=8)
 
 
 def test_the_training_texts_hold_the_lexicons_words_and_no_held_out_wording():
@@ -57,7 +59,7 @@ def test_a_tiny_reader_runs_the_same_in_numpy_as_in_torch_and_survives_saving(tm
         KeywordReader.load(tmp_path)
 
 
-def test_weights_whose_keyword_reader_another_lexicon_taught_are_refused(tmp_path):
+def test_weights_whose_keyword_reader_another_lexicon_taught_are_refused(tmp_path, monkeypatch):
     from usl.fast.model import FastCRM, FastCRMConfig
 
     FastCRM(FastCRMConfig(hidden=8, lexicon_fingerprint=lexicon_fingerprint())).save(tmp_path)
@@ -68,6 +70,13 @@ def test_weights_whose_keyword_reader_another_lexicon_taught_are_refused(tmp_pat
     (tmp_path / KEYWORD_DIR / "config.json").write_text(json.dumps(cfg | {"taught_by": "0" * 16}))
     with pytest.raises(ValueError, match="keyword reader was taught by a criteria lexicon.*usl train-keywords"):
         FastCRM.load(tmp_path)
+    (tmp_path / KEYWORD_DIR / "config.json").write_text(json.dumps(cfg))
+    with monkeypatch.context() as m:  # the code's lexicon edited since: refused, keyword reader or not
+        from usl.fast import lexicon_probe
+
+        m.setattr(lexicon_probe, "lexicon_fingerprint", lambda: "f" * 16)
+        with pytest.raises(ValueError, match="criteria lexicon whose reading differs"):
+            FastCRM.load(tmp_path)
 
 
 def test_the_shipped_reader_reads_held_out_wordings_as_the_lexicon_does():
@@ -78,32 +87,51 @@ def test_the_shipped_reader_reads_held_out_wordings_as_the_lexicon_does():
     assert got["short"] >= 0.95 and got["long"] >= 0.95 and got["negation"] >= 0.95, got
 
 
-def test_the_judge_reads_criteria_without_the_lexicon(tmp_path, monkeypatch):
-    """The shipped judge's keyword features come from the keyword reader: with the lexicon's reading broken,
-    new criteria are still judged, and a wish for brevity still prefers the short answer."""
+def test_the_judge_reads_keyword_axes_with_the_reader_not_the_lexicon(tmp_path, monkeypatch):
+    """The shipped judge's heads take their keyword features from the keyword reader: with the lexicon's
+    matrix broken where the criteria tower and the readers would call it, new likes and dislikes are still
+    judged, and a wish for brevity still prefers the short answer. (``split_sign`` still reads a criterion's
+    sign by rule.)"""
+    import usl.fast.criterion_reader as criterion_reader
+    import usl.fast.scorer as scorer
     from usl.fast.length_intent import LengthReading
     from usl.judges.fast import FastJudge
     from usl.types import Criteria
 
-    def broken(text):
-        raise AssertionError(f"the lexicon read {text!r}")
+    def broken(texts):
+        raise AssertionError(f"the lexicon read {list(texts)!r}")
 
-    criteria_lexicon._lexicon_row.cache_clear()
-    monkeypatch.setattr(criteria_lexicon, "lexicon_features", broken)
+    monkeypatch.setattr(scorer, "lexicon_matrix", broken)
+    monkeypatch.setattr(criterion_reader, "lexicon_matrix", broken)
     judge = FastJudge(home=str(tmp_path))
-    crit = Criteria(("Keep the replies for this test short.",))
+    crit = Criteria(("Keep the replies for this test short.",), ("walls of text in this test",))
     p = judge.judge_matrix(crit, ["What is the capital of France?"],
                            ["The capital of France is Paris."],
                            ["The capital of France is Paris, a city on the Seine that has been the country's political, "
                             "economic and cultural centre for centuries, home to the Louvre and the Eiffel Tower."])
     assert p[0] > 0.5
     assert LengthReading.load(shipped("fast-crm")).probs(["Keep the replies for this test tiny."]).shape == (1, 3)
-    criteria_lexicon._lexicon_row.cache_clear()
+
+
+def test_the_memo_keeps_every_text_of_a_call_when_it_is_emptied(monkeypatch):
+    reader = KeywordReader(TINY, {}, "x")
+    monkeypatch.setattr(reader, "states", lambda texts, pad_to=None: (np.zeros((len(texts), 1, 1)), None))
+    monkeypatch.setattr(reader, "from_states", lambda h, m: np.ones((len(h), len(LEXICON_AXES)), np.float32))
+    reader._memo = {f"t{i}": np.zeros(len(LEXICON_AXES), np.float32) for i in range(50_000)}
+    got = reader.matrix(["t0", "new"] + [f"n{i}" for i in range(200)])
+    assert got.shape == (202, len(LEXICON_AXES)) and got[0].sum() == 0 and got[1].sum() == len(LEXICON_AXES)
+    assert "new" in reader._memo
+
+
+def test_training_needs_the_evaluation_pairs_it_must_hold_out(tmp_path):
+    from dataclasses import replace
+
+    with pytest.raises(FileNotFoundError, match="no evaluation pairs"):
+        corpus(replace(TINY, eval_dir=str(tmp_path)))
 
 
 def test_the_recipe_file_sets_every_field_and_refuses_unknown_ones(tmp_path):
     from dataclasses import fields
-    from pathlib import Path
 
     import yaml
 

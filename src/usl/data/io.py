@@ -181,7 +181,7 @@ class Fields:
 
 def read_recipe(cls: type[R], path: str | Path, overrides: Sequence[str] = ()) -> R:
     """A recipe dataclass from the YAML file at ``path``, then ``key=value`` overrides (YAML values); a list
-    is read as a tuple. An unknown key is an error that names the file and the recipe's fields."""
+    is read as a tuple, and one string where the field holds a tuple as a tuple of it. An unknown key is an error that names the file and the recipe's fields."""
     import yaml
 
     raw = yaml.safe_load(Path(path).read_text()) or {}
@@ -192,4 +192,6 @@ def read_recipe(cls: type[R], path: str | Path, overrides: Sequence[str] = ()) -
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"{path}: unknown field(s) {unknown}; the recipe's fields: {sorted(known)}")
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    tuples = {f.name for f in fields(cls) if isinstance(f.default, tuple)}
+    return cls(**{k: tuple(v) if isinstance(v, list) else (v,) if k in tuples and isinstance(v, str) else v
+                  for k, v in raw.items()})

@@ -7,11 +7,12 @@ few and stable ("brief", "short", "to the point"; "thorough", "in depth"; "poeti
 signed count of each axis's words (negative inside a negation's scope) is a robust second view that generalises
 to unseen wordings. Each feature is 0/1-ish; ``LEXICON_AXES`` names them in order.
 
-The judge does not read criteria with these rules: the keyword reader (``keyword_reader.py``) learned
-their reading from ~40,000 texts they labelled, and reads in their place. What this module still does:
-label those texts, give the fast CRM and the length and domain readers the keyword features of their
-training texts (``lexicon_matrix``; ``lexicon_probe`` fingerprints it), and read a criterion's sign
-(``split_sign``), which the judge still reads by rule.
+The judge's heads do not take their keyword features from these rules: the keyword reader
+(``keyword_reader.py``) learned their reading from ~40,000 texts they labelled, and gives the features in
+their place. What this module still does: label those texts; give the fast CRM and the length and domain
+readers the keyword features of their training texts (``lexicon_matrix``; ``lexicon_probe`` fingerprints
+it); and read a criterion's sign (``split_sign``), which the judge still reads by rule, with these
+features for a criterion that opens with a negation or names a fault.
 """
 
 from __future__ import annotations

@@ -152,16 +152,19 @@ class KeywordReader:
 
     def matrix(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
+        if not texts:
+            return np.zeros((0, len(LEXICON_AXES)), np.float32)
         with self._lock:
-            todo = [t for t in dict.fromkeys(texts) if t not in self._memo]
+            got = {t: self._memo[t] for t in dict.fromkeys(texts) if t in self._memo}
+            todo = [t for t in dict.fromkeys(texts) if t not in got]
             for i in range(0, len(todo), 128):
                 batch = todo[i:i + 128]
-                if len(self._memo) > 50_000:
+                got.update(zip(batch, self.from_states(*self.states(batch))))
+            if todo:
+                if len(self._memo) + len(todo) > 50_000:
                     self._memo = {}
-                self._memo.update(zip(batch, self.from_states(*self.states(batch))))
-            if not texts:
-                return np.zeros((0, len(LEXICON_AXES)), np.float32)
-            return np.stack([self._memo[t] for t in texts])
+                self._memo.update((t, got[t]) for t in todo)
+            return np.stack([got[t] for t in texts])
 
     def save(self, out_dir: str | Path) -> Path:
         from safetensors.numpy import save_file
@@ -206,9 +209,14 @@ def held_out_texts(cfg: KeywordReaderConfig) -> set[str]:
     held = [x.text for x in library_held_out_set(rc.library_seed)] + [x.text for x in blind_set()]
     held += [x.text for f in rc.test for x in wordings_set(f)]
     if cfg.eval_dir:
-        for f in sorted(Path(cfg.eval_dir).glob("*.jsonl")):
+        files = sorted(Path(cfg.eval_dir).glob("*.jsonl"))
+        if not files:
+            raise FileNotFoundError(f"eval_dir {cfg.eval_dir}: no evaluation pairs (*.jsonl) there to hold out; "
+                                    "build them with `usl data build-train` first")
+        for f in files:
             for line in f.read_text().splitlines():
-                held += list(json.loads(line).get("criteria") or [])
+                pair = json.loads(line)
+                held += [c for key in ("criteria", "loser_criteria") for c in pair.get(key) or []]
     return {_norm(t) for t in held} | {_norm(split_sign(t)[0]) for t in held}
 
 
@@ -246,7 +254,6 @@ def corpus(cfg: KeywordReaderConfig) -> list[str]:
     texts = natural | made
     texts |= {split_sign(t)[0] for t in texts}
     held = held_out_texts(cfg)
-    texts = {t for t in texts if t.strip() and _norm(t) not in held}
     plain = sorted(t for t, row in zip(sorted(natural), lexicon_matrix(sorted(natural)))
                    if not row.any() and 4 <= len(t.split()) <= 14 and t[:1].isupper() and _norm(t) not in held)
     words = [w for w in terms if re.fullmatch(r"[a-z][a-z' -]*[a-z]", w)]
@@ -255,7 +262,7 @@ def corpus(cfg: KeywordReaderConfig) -> list[str]:
             n = rng.choice(plain).rstrip(".!?")
             w = rng.choice(words)
             texts.add(rng.choice(EMBEDDED).format(n=n, n2=n[:1].lower() + n[1:], w=w, W=up(w)))
-    return sorted(texts)
+    return sorted(t for t in texts if t.strip() and _norm(t) not in held)
 
 
 def fit(cfg: KeywordReaderConfig, texts: Sequence[str] | None = None) -> KeywordReader:

@@ -15,18 +15,19 @@ P(longer), turned by a dislike: "Avoid: long answers" and "No walls of text" bot
     [('Keep it tight', 'shorter')]
 
 On wordings neither reader trained on (``python scripts/criteria_reading_eval.py --reader today``; length
-wishes read the right way / wishes of no length taken for length ones):
+wishes read the right way / wishes of no length taken for length ones; the length reader reads the keyword
+reader's axes, ``keyword_reader.py``):
 
 | wordings | length reader alone | criteria reader alone | both (this reading) |
 | --- | --- | --- | --- |
-| blind set (56 length wishes, 88 others) | 0.839 / 0.114 | 0.982 / 0.068 | 0.982 / 0.045 |
-| held-out negated and indirect (70 length wishes, 22 others) | 0.729 / 0.136 | 0.857 / 0.136 | 0.886 / 0.091 |
-| blind length sets g / h / i / j (120 each) | 0.842 / 0.858 / 0.942 / 0.850 | 0.783 / 0.833 / 0.858 / 0.783 | 0.850 / 0.892 / 0.967 / 0.892 |
-| ``tests/data/length_intent_heldout.json`` (40 length wishes) | 0.875 | 0.950 | 0.925 |
+| blind set (56 length wishes, 88 others) | 0.821 / 0.114 | 0.982 / 0.068 | 0.982 / 0.045 |
+| held-out negated and indirect (70 length wishes, 22 others) | 0.686 / 0.136 | 0.857 / 0.136 | 0.857 / 0.091 |
+| blind length sets g / h / i / j (120 each) | 0.825 / 0.867 / 0.942 / 0.850 | 0.783 / 0.833 / 0.858 / 0.783 | 0.858 / 0.875 / 0.958 / 0.875 |
+| ``tests/data/length_intent_heldout.json`` (40 length wishes) | 0.875 | 0.950 | 0.950 |
 | the library's held-out wordings (17 length wishes, 168 others) | 0.941 / 0.101 | 0.824 / 0.095 | 0.941 / 0.083 |
 
 The two readers err on different wordings: the
-length reader, whose inputs include the criteria lexicon's keyword features, on negations and situations
+length reader, whose inputs include the keyword axes, on negations and situations
 ("Not too long", "I have all day"); the criteria reader on plain wishes ("Brief replies only.", "Long
 answers annoy me.") and on some dislikes ("Avoid: answers without detail" reads as a wish for shorter
 answers). docs/log.md, 2026-12-03, has the misses left.
@@ -44,6 +45,7 @@ import numpy as np
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.criterion_reader import CriterionReader
 from usl.fast.keyword_reader import KeywordReader
+from usl.fast.lexicon_probe import check_fingerprint
 from usl.types import Criteria, LengthWish
 from usl.fast.criteria_lexicon import split_sign
 from usl.weights import shipped
@@ -87,6 +89,8 @@ class LengthReading:
         if length is None or not (Path(weights) / READER_DIR).is_dir():
             return None
         length.keywords = KeywordReader.load(weights)
+        if length.keywords is not None:  # taught by the lexicon whose reading the length reader learned
+            check_fingerprint(length.keywords.taught_by, weights)
         return cls(length, CriteriaReader.load(weights))
 
 

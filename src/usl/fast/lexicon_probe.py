@@ -6,7 +6,7 @@ what that reading says; an edited regular expression changes it without changing
 ``usl train-fast`` records a hash of the reading of a fixed set of wordings (``lexicon_probe.txt``:
 every wording of ``configs/criteria_sets.yaml`` and an evenly spaced sample of 560 of
 ``configs/length_wordings`` and ``configs/domain_wordings``), and ``FastCRM.load`` refuses weights whose
-hash differs from the code's.
+hash differs from the code's, and a keyword reader (``keyword_reader.py``) taught by another reading.
 
     >>> len(lexicon_fingerprint())
     16

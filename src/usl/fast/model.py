@@ -54,6 +54,7 @@ class FastCRM(nn.Module):
         self.cfg = cfg
         self.register = register  # register and style scores: the last features (register.py); None = none
         self.reader = reader  # reads which way a criterion points on length (criterion_reader.py); None = none
+        self.keywords = None  # the keyword reader when loaded from weights that have one (``read_weights``)
         self.domain_reader = domain_reader  # reads which domain style a criterion asks for; None = none
         d, F, H = cfg.dim, cfg.n_features, cfg.hidden
         # a criterion: sentence embedding + keyword (+ readers') features
@@ -177,6 +178,7 @@ class FastCRM(nn.Module):
             raise ValueError(f"{path}: model was trained by an older usl (no {', '.join(missing)}); retrain it "
                              "with `usl train-fast`")
         model.load_state_dict({k: torch.from_numpy(v) for k, v in w.state.items()})
+        model.keywords = w.keywords
         return model.eval()
 
 
@@ -185,7 +187,7 @@ def criteria_inputs(model: FastCRM, texts: list[str], embeddings: torch.Tensor,
     """A criterion's input row: its sentence embedding, then ``scorer.criteria_features`` (keyword features,
     the readers' probabilities)."""
     return torch.cat([embeddings, torch.from_numpy(criteria_features(model.readers, model.cfg.lexicon, texts,
-                                                                     readings))], -1)
+                                                                     readings, model.keywords))], -1)
 
 
 def as_tensor(x: np.ndarray) -> torch.Tensor:

@@ -94,10 +94,10 @@ def read_weights(path: str | Path) -> Weights:
     if unknown:
         raise ValueError(f"{p / 'config.json'}: unknown field(s) {unknown} (weights of another version of the "
                          "fast CRM); rebuild them with `usl train-fast --config configs/fast_crm.yaml`")
+    # the heads learned the lexicon's reading, and split_sign still reads signs with it: the code's must be it
+    check_fingerprint(raw.get("lexicon_fingerprint"), p)
     keywords = KeywordReader.load(p)
-    if keywords is None:  # the lexicon reads the criteria: it must read them as it did in training
-        check_fingerprint(raw.get("lexicon_fingerprint"), p)
-    elif keywords.taught_by != raw.get("lexicon_fingerprint"):
+    if keywords is not None and keywords.taught_by != raw.get("lexicon_fingerprint"):
         raise ValueError(f"{p}: the keyword reader was taught by a criteria lexicon (fingerprint {keywords.taught_by}) "
                          f"other than the one the model was trained on ({raw.get('lexicon_fingerprint')}); retrain "
                          "it with `usl train-keywords`")
