@@ -88,29 +88,28 @@ def test_the_shipped_reader_reads_held_out_wordings_as_the_lexicon_does():
 
 
 def test_the_judge_reads_keyword_axes_with_the_reader_not_the_lexicon(tmp_path, monkeypatch):
-    """The shipped judge's heads take their keyword features from the keyword reader: with the lexicon's
-    matrix broken where the criteria tower and the readers would call it, new likes and dislikes are still
-    judged, and a wish for brevity still prefers the short answer. (``split_sign`` still reads a criterion's
-    sign by rule.)"""
-    import usl.fast.criterion_reader as criterion_reader
-    import usl.fast.scorer as scorer
-    from usl.fast.length_intent import LengthReading
+    """The shipped judge's criteria tower and length reader take their keyword features from the keyword
+    reader: on a criterion the two read differently, the judge's input row holds the reader's axes, not the
+    lexicon's; and a wish for brevity still prefers the short answer. (``split_sign`` still reads a
+    criterion's sign by rule.)"""
     from usl.judges.fast import FastJudge
     from usl.types import Criteria
 
-    def broken(texts):
-        raise AssertionError(f"the lexicon read {list(texts)!r}")
-
-    monkeypatch.setattr(scorer, "lexicon_matrix", broken)
-    monkeypatch.setattr(criterion_reader, "lexicon_matrix", broken)
     judge = FastJudge(home=str(tmp_path))
-    crit = Criteria(("Keep the replies for this test short.",), ("walls of text in this test",))
-    p = judge.judge_matrix(crit, ["What is the capital of France?"],
+    assert judge.model.keywords is not None and judge.model.reader.keywords is judge.model.keywords
+    text = "Keep it short. I don't have time to read an essay, and this test knows it."
+    rows = []
+    real = judge.model.criteria_repr
+    monkeypatch.setattr(judge.model, "criteria_repr", lambda x: rows.append(x) or real(x))
+    p = judge.judge_matrix(Criteria((text,)), ["What is the capital of France?"],
                            ["The capital of France is Paris."],
                            ["The capital of France is Paris, a city on the Seine that has been the country's political, "
                             "economic and cultural centre for centuries, home to the Louvre and the Eiffel Tower."])
     assert p[0] > 0.5
-    assert LengthReading.load(shipped("fast-crm")).probs(["Keep the replies for this test tiny."]).shape == (1, 3)
+    dim, long = judge.model.cfg.dim, LEXICON_AXES.index("long")
+    axes = rows[0][0, dim:dim + len(LEXICON_AXES)]
+    np.testing.assert_allclose(axes, judge.model.keywords.matrix([text])[0], atol=1e-6)
+    assert axes[long] < 0 < lexicon_matrix([text])[0, long]  # the lexicon counts the essay as a wish for length
 
 
 def test_the_memo_keeps_every_text_of_a_call_when_it_is_emptied(monkeypatch):
