@@ -181,7 +181,8 @@ class Fields:
 
 def read_recipe(cls: type[R], path: str | Path, overrides: Sequence[str] = ()) -> R:
     """A recipe dataclass from the YAML file at ``path``, then ``key=value`` overrides (YAML values); a list
-    is read as a tuple, and one string where the field holds a tuple as a tuple of it. An unknown key is an error that names the file and the recipe's fields."""
+    is read as a tuple, and one string where the field holds a tuple as a tuple of it. An unknown key is an
+    error that names the file and the recipe's fields."""
     import yaml
 
     raw = yaml.safe_load(Path(path).read_text()) or {}
