@@ -405,9 +405,6 @@ def train_keywords_command(
 
     with user_errors():
         cfg = KeywordReaderConfig.from_yaml(config, set_)
-        for f in (*cfg.train, *([cfg.rubrics] if cfg.rubrics else []), cfg.criteria_reader):
-            if not Path(f).exists():
-                raise FileNotFoundError(f"{config}: {f} does not exist")
         reader = fit(cfg)
         folder = reader.save(out)
         rc = CriteriaReaderConfig.from_yaml(cfg.criteria_reader)

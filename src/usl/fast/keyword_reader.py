@@ -32,6 +32,7 @@ by) and ``head.safetensors``.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import random
@@ -47,6 +48,9 @@ from usl.data.io import read_recipe
 from usl.data.minilm_onnx import MiniLM, frozen
 from usl.fast import criteria_lexicon
 from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix, split_sign
+from usl.fast.criteria_reading import (CriteriaReaderConfig, _norm, blind_set, library_held_out_set, training_set,
+                                       wordings_set)
+from usl.fast.lexicon_probe import lexicon_fingerprint
 from usl.fast.numpy_nn import State, gelu, linear, load_state, state_of
 
 log = logging.getLogger(__name__)
@@ -203,8 +207,6 @@ def held_out_texts(cfg: KeywordReaderConfig) -> set[str]:
     """What the reader never trains on, compared case- and punctuation-blind, whole and as ``split_sign``
     leaves it: the library's held-out wordings, the criteria reader's test files and blind set, and the
     criteria of the evaluation pairs."""
-    from usl.fast.criteria_reading import CriteriaReaderConfig, _norm, blind_set, library_held_out_set, wordings_set
-
     rc = CriteriaReaderConfig.from_yaml(cfg.criteria_reader)
     held = [x.text for x in library_held_out_set(rc.library_seed)] + [x.text for x in blind_set()]
     held += [x.text for f in rc.test for x in wordings_set(f)]
@@ -222,10 +224,9 @@ def held_out_texts(cfg: KeywordReaderConfig) -> set[str]:
 
 def corpus(cfg: KeywordReaderConfig) -> list[str]:
     """The texts the reader learns the lexicon's reading of (the module's doc), sorted."""
-    import gzip
-
-    from usl.fast.criteria_reading import CriteriaReaderConfig, _norm, training_set
-
+    for f in (cfg.criteria_reader, *cfg.train, *([cfg.rubrics] if cfg.rubrics else [])):
+        if not Path(f).exists():
+            raise FileNotFoundError(f"keyword reader recipe: {f} does not exist")
     natural = {x.text for x in training_set(CriteriaReaderConfig.from_yaml(cfg.criteria_reader))[0]}
     for f in cfg.train:
         for line in Path(f).read_text().splitlines():
@@ -268,8 +269,6 @@ def corpus(cfg: KeywordReaderConfig) -> list[str]:
 def fit(cfg: KeywordReaderConfig, texts: Sequence[str] | None = None) -> KeywordReader:
     """Train the reader on ``texts`` (default: ``corpus(cfg)``), each labelled by the lexicon."""
     import torch
-
-    from usl.fast.lexicon_probe import lexicon_fingerprint
 
     texts = list(corpus(cfg) if texts is None else texts)
     reader = KeywordReader(cfg, {}, lexicon_fingerprint())
