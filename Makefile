@@ -75,6 +75,8 @@ judge: install artifacts/data/train.jsonl artifacts/data-full/train.jsonl artifa
 	$(BIN)/usl train-criteria --config configs/criteria_reader.yaml --out $(J)
 	$(BIN)/usl train-keywords --config configs/keyword_reader.yaml \
 	    --set rubrics=$(SHARED)/rubrics/biggen_bench_instances.json.gz --out $(J)
+	$(BIN)/usl train-signs --config configs/keyword_reader.yaml \
+	    --set rubrics=$(SHARED)/rubrics/biggen_bench_instances.json.gz --out $(J)
 	$(BIN)/python -m usl.fast.static_embed $(J)/static_table.npz
 	$(BIN)/usl quality fit-kinds --weights $(J)
 	mkdir -p artifacts/pred

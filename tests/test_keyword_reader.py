@@ -90,8 +90,7 @@ def test_the_shipped_reader_reads_held_out_wordings_as_the_lexicon_does():
 def test_the_judge_reads_keyword_axes_with_the_reader_not_the_lexicon(tmp_path, monkeypatch):
     """The shipped judge's criteria tower and length reader take their keyword features from the keyword
     reader: on a criterion the two read differently, the judge's input row holds the reader's axes, not the
-    lexicon's; and a wish for brevity still prefers the short answer. (``split_sign`` still reads a
-    criterion's sign by rule.)"""
+    lexicon's; and a wish for brevity still prefers the short answer."""
     from usl.judges.fast import FastJudge
     from usl.types import Criteria
 

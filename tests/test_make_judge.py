@@ -20,6 +20,7 @@ def test_make_judge_runs_every_step_of_the_recipe_in_order():
     steps = ["usl train-fast --config configs/fast_crm.yaml",
              "usl train-criteria --config configs/criteria_reader.yaml --out artifacts/fast-crm",
              "usl train-keywords --config configs/keyword_reader.yaml",
+             "usl train-signs --config configs/keyword_reader.yaml",
              "-m usl.fast.static_embed artifacts/fast-crm/static_table.npz",
              "usl quality fit-kinds --weights artifacts/fast-crm",
              "usl eval --judge fast:artifacts/fast-crm",
@@ -33,5 +34,5 @@ def test_make_judge_runs_every_step_of_the_recipe_in_order():
     assert -1 not in at, [s for s, i in zip(steps, at) if i == -1]
     assert at == sorted(at), "the steps run out of order"
     # the gate is fitted on the same eval files the two judges' predictions were written for
-    fast, substance = (lines[i].split("--data ", 1)[1].split(" --limit")[0] for i in (at[5], at[8]))
+    fast, substance = (lines[i].split("--data ", 1)[1].split(" --limit")[0] for i in (at[6], at[9]))
     assert fast == substance and fast.count("--data") == 5

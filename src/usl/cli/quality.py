@@ -19,11 +19,12 @@ def fit_kinds_cmd(
     criteria library's training wordings (usl.fast.criterion_kinds). Run usl quality fit-gate after it."""
     with user_errors():
         from usl.fast import criterion_kinds
-        from usl.fast.criteria_lexicon import split_sign
+        from usl.fast.sign_reader import SignReader, splitter
         from usl.data.criteria import load_library
 
         folder, encoder = _weights_and_encoder(weights)
-        model = criterion_kinds.fit(load_library(), lambda t: encoder.encode([split_sign(x)[0] for x in t]).numpy(),
+        split = splitter(SignReader.load(folder))  # the judge's sign reading: the kinds of what it leaves
+        model = criterion_kinds.fit(load_library(), lambda t: encoder.encode([x for x, _ in split(t)]).numpy(),
                                     l2=l2)
         model.save(folder)
         typer.echo(f"kinds of held-out wordings: {model.fitted_on['held_out_accuracy']:.3f} "
@@ -52,6 +53,7 @@ def fit_gate_cmd(
 
         from usl.fast.criteria_reading import READER_DIR, CriteriaReader
         from usl.fast.criterion_kinds import KindModel, kind_reading, reliability_by_kind
+        from usl.fast.sign_reader import SignReader, splitter
         from usl.quality.gate import fit_gate, read_predictions, samples_from_predictions
         from usl.data.criteria import load_library
         from usl.judges.registry import load_judge
@@ -66,8 +68,9 @@ def fit_gate_cmd(
         for path in quality_predictions:
             quality |= read_predictions(path)
         criteria_reader = CriteriaReader.load(folder) if (folder / READER_DIR).is_dir() else None
-        kind_probs, kinds_from = kind_reading(criteria_reader, kinds, lambda t: encoder.encode(t).numpy())
-        samples = samples_from_predictions(fast, quality, kind_probs)
+        split = splitter(SignReader.load(folder))
+        kind_probs, kinds_from = kind_reading(criteria_reader, kinds, lambda t: encoder.encode(t).numpy(), split)
+        samples = samples_from_predictions(fast, quality, kind_probs, split)
         identity = load_judge(reader).identity
         info = {"fast_predictions": [Path(p).name for p in fast_predictions],
                 "quality_predictions": [Path(p).name for p in quality_predictions]}

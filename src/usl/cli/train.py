@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
         train_criteria_command,
         train_keywords_command,
         train_reader_command,
+        train_signs_command,
         train_style_command,
         train_substance_command,
     )
@@ -26,4 +27,5 @@ def register(app: typer.Typer) -> None:
     app.command("train-reader")(train_reader_command)
     app.command("train-criteria")(train_criteria_command)
     app.command("train-keywords")(train_keywords_command)
+    app.command("train-signs")(train_signs_command)
     app.command("train-substance")(train_substance_command)

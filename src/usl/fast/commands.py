@@ -416,3 +416,32 @@ def train_keywords_command(
         (folder / "training.json").write_text(json.dumps(report, indent=1))
         typer.echo(json.dumps(report, indent=1))
         typer.echo(f"-> {folder}")
+
+
+def train_signs_command(
+        config: str = typer.Option("configs/keyword_reader.yaml", "--config",
+                                   help="The keyword reader's recipe (YAML): its corpus, and the sign_ fields."),
+        set_: List[str] = typer.Option([], "--set", help="Override a recipe field: key=value (YAML value)."),
+        out: str = typer.Option("artifacts/sign-reader", "--out",
+                                help="Folder the reader is written under (OUT/sign_reader/); "
+                                     "src/usl/weights/fast-crm rebuilds the shipped one.")) -> None:
+    """Train the sign reader (usl.fast.sign_reader): which criteria are dislikes and of what, learned from
+    split_sign's reading of the keyword reader's ~40,000 texts. CPU, about 15 minutes on 2 cores; prints how
+    often it splits the library's held-out wordings, the criteria reader's test files and the blind set as
+    split_sign does (none of them trained on)."""
+    from usl.fast.criteria_reading import CriteriaReaderConfig, blind_set, library_held_out_set, wordings_set
+    from usl.fast.keyword_reader import KeywordReaderConfig
+    from usl.fast.sign_reader import agreement, fit
+
+    with user_errors():
+        cfg = KeywordReaderConfig.from_yaml(config, set_)
+        reader = fit(cfg)
+        folder = reader.save(out)
+        rc = CriteriaReaderConfig.from_yaml(cfg.criteria_reader)
+        sets = {"library held out": [x.text for x in library_held_out_set(rc.library_seed)],
+                "blind": [x.text for x in blind_set()]} | {
+            Path(f).stem: [x.text for x in wordings_set(f)] for f in rc.test}
+        report = {name: agreement(reader, texts) for name, texts in sets.items()}
+        (folder / "training.json").write_text(json.dumps(report, indent=1))
+        typer.echo(json.dumps(report, indent=1))
+        typer.echo(f"-> {folder}")

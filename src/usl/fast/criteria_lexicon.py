@@ -347,8 +347,16 @@ def strip_intensifiers(disliked: str) -> str:
 _WISH = (r"(?:(?:just |instead |then )?(?:keep|be|make|give|stay|use|stick|go|get|write|answer|tell|focus|expand|"
          r"elaborate|explain|add|include|cover)\b|just\b|only\b)")
 _THEN_A_WISH = re.compile(rf"(?:\band\b|\bbut\b|;|,)\s+{_WISH}")
-_NO_SPECIAL_STYLE = re.compile(r"(?:any )?(?:particular|special|specific|distinct) (?:register|tone|style|voice|"
-                               r"framing|flavou?r|persona|slant|spin|genre)s?\b")
+_SPECIAL = ("particular", "special", "specific", "distinct")
+_STYLE_NOUNS = ("register", "tone", "style", "voice", "framing", "flavour", "flavor", "persona", "slant", "spin",
+                "genre")
+_NO_SPECIAL_STYLE = re.compile(rf"(?:any )?(?:{'|'.join(_SPECIAL)}) (?:{'|'.join(_STYLE_NOUNS)})s?\b")
+
+
+def no_style_phrases() -> list[str]:
+    """The phrases ``no_particular_style`` reads ("particular register", "any special tone"): what the sign
+    reader's training texts say after an opener (``usl.fast.sign_reader.sign_corpus``)."""
+    return [f"{a}{s} {n}" for a in ("", "any ") for s in _SPECIAL for n in _STYLE_NOUNS]
 
 
 def no_particular_style(rest: str) -> bool:

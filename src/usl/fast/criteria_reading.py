@@ -15,8 +15,8 @@ the fast CRM was trained with (``criterion_reader.py``): their mean (``usl.fast.
 judge's length prior and what length control and the contradiction check read; alone, it is below that
 reader on the blind length wordings (docs/log.md, 2026-12-03). Nothing in it is a keyword rule.
 
-It gives no sign (whether a wording asks against what it names): no training data labels it, and the
-fast CRM's weights were trained with ``split_sign``'s sign, which the judge keeps reading.
+It gives no sign (whether a wording asks against what it names): the fast CRM's weights were trained with
+``split_sign``'s sign, which the sign reader (``usl.fast.sign_reader``) learned and reads for the judge.
 
 Model: frozen all-MiniLM-L6-v2 token states (the last and the third-to-last layer) go through a trained
 projection and attention pooling into two small heads; ``heads`` copies with different seeds are
@@ -160,7 +160,7 @@ class CriteriaReader:
     def share_encoder(self, encoder: MiniLM) -> None:
         """Read through the criteria tower's MiniLM (one without an adapter: the same frozen weights)
         instead of loading a second copy. The reader reads criteria whole, as users write them, and the
-        criteria tower what ``split_sign`` leaves of them, so each makes its own (short) pass."""
+        criteria tower what the sign reader leaves of them, so each makes its own (short) pass."""
         self._encoder = encoder
 
     def _minilm(self) -> MiniLM:

@@ -51,7 +51,7 @@ from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix, split_sign
 from usl.fast.criteria_reading import (CriteriaReaderConfig, _norm, blind_set, library_held_out_set, training_set,
                                        wordings_set)
 from usl.fast.lexicon_probe import lexicon_fingerprint
-from usl.fast.numpy_nn import State, gelu, linear, load_state, state_of
+from usl.fast.numpy_nn import State, conv1d_same, gelu, linear, load_state, state_of
 
 log = logging.getLogger(__name__)
 KEYWORD_DIR = "keyword_reader"
@@ -93,6 +93,10 @@ class KeywordReaderConfig:
     hidden: int = field(default=256, metadata={"help": "Width of the projection and the convolution."})
     kernel: int = field(default=5, metadata={"help": "Tokens the convolution spans."})
     epochs: int = field(default=12, metadata={"help": "Epochs."})
+    sign_depth: int = field(default=2, metadata={"help": "Convolutions of the sign reader (usl.fast.sign_reader)."})
+    sign_epochs: int = field(default=12, metadata={"help": "Epochs of the sign reader."})
+    sign_recombined: int = field(default=16000, metadata={
+        "help": "Texts the sign reader adds: an opener of one dislike before what another text says."})
     lr: float = field(default=2e-3, metadata={"help": "Peak AdamW learning rate (one cycle)."})
     batch: int = field(default=64, metadata={"help": "Batch size."})
     seed: int = field(default=0, metadata={"help": "Seed of the texts' sampling, the initialisation and batches."})
@@ -143,10 +147,7 @@ class KeywordReader:
         """(n, t, 384 * len(layers)) token states and their (n, t) mask -> (n, axes)."""
         s, m = self.state, mask[..., None].astype(np.float32)
         x = gelu(linear(h.astype(np.float32), s, "proj")) * m
-        w, k = s["conv.weight"], s["conv.weight"].shape[-1]  # (out, in, k)
-        pad = np.pad(x, ((0, 0), (k // 2, k // 2), (0, 0)))
-        y = sum(pad[:, j:j + x.shape[1]] @ w[:, :, j].T for j in range(k)) + s["conv.bias"]
-        x = x + gelu(y.astype(np.float32))
+        x = x + gelu(conv1d_same(x, s, "conv"))
         return np.tanh((linear(x, s, "tok") * m).sum(1) + s["bias"]).astype(np.float32)
 
     def states(self, texts: Sequence[str], pad_to: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -282,23 +283,32 @@ def fit(cfg: KeywordReaderConfig, texts: Sequence[str] | None = None) -> Keyword
     y = torch.from_numpy(lexicon_matrix(texts))
     torch.manual_seed(cfg.seed)
     head = _head(cfg)
+    train_head(head, cfg, len(texts), cfg.epochs, lambda b: ((head(h[b].float(), m[b]) - y[b]) ** 2).mean(),
+               "keyword reader")
+    reader.state = state_of(head.eval())
+    return reader
+
+
+def train_head(head, cfg: KeywordReaderConfig, n: int, epochs: int, loss_of, what: str) -> None:
+    """AdamW with a one-cycle learning rate over ``epochs`` of ``n`` samples in seeded batches;
+    ``loss_of(indices)`` is a batch's loss. The keyword and sign readers' training loop."""
+    import torch
+
     opt = torch.optim.AdamW(head.parameters(), cfg.lr, weight_decay=0.01)
-    per_epoch = (len(texts) + cfg.batch - 1) // cfg.batch
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, cfg.lr, total_steps=max(1, cfg.epochs * per_epoch))
+    per_epoch = (n + cfg.batch - 1) // cfg.batch
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, cfg.lr, total_steps=max(1, epochs * per_epoch))
     g = torch.Generator().manual_seed(cfg.seed)
-    for epoch in range(cfg.epochs):
-        perm, total = torch.randperm(len(texts), generator=g), 0.0
-        for i in range(0, len(texts), cfg.batch):
+    for epoch in range(epochs):
+        perm, total = torch.randperm(n, generator=g), 0.0
+        for i in range(0, n, cfg.batch):
             b = perm[i:i + cfg.batch]
-            loss = ((head(h[b].float(), m[b]) - y[b]) ** 2).mean()
+            loss = loss_of(b)
             opt.zero_grad()
             loss.backward()
             opt.step()
             sched.step()
             total += loss.item() * len(b)
-        log.info("keyword reader: epoch %d of %d, mean squared error %.5f", epoch + 1, cfg.epochs, total / len(texts))
-    reader.state = state_of(head.eval())
-    return reader
+        log.info("%s: epoch %d of %d, loss %.5f", what, epoch + 1, epochs, total / n)
 
 
 def agreement(reader: KeywordReader, texts: Sequence[str]) -> dict[str, float]:

@@ -16,13 +16,14 @@ P(longer), turned by a dislike: "Avoid: long answers" and "No walls of text" bot
 
 On wordings neither reader trained on (``python scripts/criteria_reading_eval.py --reader today``; length
 wishes read the right way / wishes of no length taken for length ones; the length reader reads the keyword
-reader's axes, ``keyword_reader.py``):
+reader's axes, ``keyword_reader.py``; "both" reads signs with the sign reader, ``sign_reader.py``, the
+single readers' columns were measured with ``split_sign``'s):
 
 | wordings | length reader alone | criteria reader alone | both (this reading) |
 | --- | --- | --- | --- |
-| blind set (56 length wishes, 88 others) | 0.821 / 0.114 | 0.982 / 0.068 | 0.982 / 0.045 |
+| blind set (56 length wishes, 88 others) | 0.821 / 0.114 | 0.982 / 0.068 | 0.964 / 0.045 |
 | held-out negated and indirect (70 length wishes, 22 others) | 0.686 / 0.136 | 0.857 / 0.136 | 0.857 / 0.091 |
-| blind length sets g / h / i / j (120 each) | 0.825 / 0.867 / 0.942 / 0.850 | 0.783 / 0.833 / 0.858 / 0.783 | 0.858 / 0.875 / 0.958 / 0.875 |
+| blind length sets g / h / i / j (120 each) | 0.825 / 0.867 / 0.942 / 0.850 | 0.783 / 0.833 / 0.858 / 0.783 | 0.850 / 0.875 / 0.958 / 0.875 |
 | ``tests/data/length_intent_heldout.json`` (40 length wishes) | 0.875 | 0.950 | 0.950 |
 | the library's held-out wordings (17 length wishes, 168 others) | 0.941 / 0.101 | 0.824 / 0.095 | 0.941 / 0.083 |
 
@@ -36,18 +37,17 @@ answers). docs/log.md, 2026-12-03, has the misses left.
 from __future__ import annotations
 
 import functools
+import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.criterion_reader import CriterionReader
-from usl.fast.keyword_reader import KeywordReader
-from usl.fast.lexicon_probe import check_fingerprint
+from usl.fast.sign_reader import learned_readers, splitter
 from usl.types import Criteria, LengthWish
-from usl.fast.criteria_lexicon import split_sign
 from usl.weights import shipped
 
 _LOCK = threading.Lock()  # one reader, its tokenizer and its memo, read from the server's threads
@@ -58,13 +58,15 @@ class LengthReading:
     P(shorter), P(longer), the length reader's (``criterion_reader.py``, which the fast CRM was trained
     with) and the criteria reader's direction head (``criteria_reading.py``). The two err on different
     wordings, so their mean reads more of them the right way than either (the module's table). The
-    length reader reads what ``split_sign`` leaves of a criterion ("Avoid: long answers" -> "long
-    answers"); the criteria reader reads it whole, in the user's frame, turned here into the length
-    reader's. It is what ``read_wishes`` gives the engine and what the default judge's length prior reads
+    length reader reads what ``split`` (the judge's sign reading, ``usl.fast.sign_reader``) leaves of a
+    criterion ("Avoid: long answers" -> "long answers"); the criteria reader reads it whole, in the user's
+    frame, turned here into the length reader's. It is what ``read_wishes`` gives the engine and what the default judge's length prior reads
     (``FastJudge``)."""
 
-    def __init__(self, length: CriterionReader, criteria: CriteriaReader):
+    def __init__(self, length: CriterionReader, criteria: CriteriaReader,
+                 split: Callable[[Sequence[str]], list[tuple[str, float]]] | None = None):
         self.length, self.criteria = length, criteria
+        self.split = split or splitter(None)  # the judge's sign reading (``usl.fast.sign_reader``)
 
     def forget(self) -> None:
         """Empty both readers' memos of criteria (benchmarks of new criteria)."""
@@ -73,10 +75,10 @@ class LengthReading:
 
     def probs(self, criteria: Sequence[str]) -> np.ndarray:
         """(n, 3): P(none), P(shorter), P(longer) of each criterion (a like, or a dislike as
-        "Avoid: ..."), in the frame of what ``split_sign`` leaves of it, as ``CriterionReader.probs``."""
+        "Avoid: ..."), in the frame of what the sign reading leaves of it, as ``CriterionReader.probs``."""
         if not criteria:
             return np.zeros((0, 3), np.float32)
-        rests, signs = zip(*(split_sign(c) for c in criteria))
+        rests, signs = zip(*self.split(criteria))
         whole = self.criteria.probabilities(list(criteria))[1].astype(np.float32)
         turned = np.asarray(signs) < 0  # "Avoid: long answers" asks for shorter ones; its rest names longer
         whole[turned] = whole[turned][:, [0, 2, 1]]
@@ -88,10 +90,9 @@ class LengthReading:
         length = CriterionReader.load(weights, "length")
         if length is None or not (Path(weights) / READER_DIR).is_dir():
             return None
-        length.keywords = KeywordReader.load(weights)
-        if length.keywords is not None:  # taught by the lexicon whose reading the length reader learned
-            check_fingerprint(length.keywords.taught_by, weights)
-        return cls(length, CriteriaReader.load(weights))
+        recorded = json.loads((Path(weights) / "config.json").read_text()).get("lexicon_fingerprint")
+        length.keywords, signs = learned_readers(weights, recorded)
+        return cls(length, CriteriaReader.load(weights), splitter(signs))
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,9 +108,10 @@ def read_wishes(texts: Sequence[str], reading: LengthReading | None = None) -> l
     """Each criterion text (a like, or a dislike as "Avoid: ...") read as a length wish, or None."""
     if not texts:
         return []
-    signs = [split_sign(t)[1] for t in texts]
     with _LOCK:  # also the first load: two threads that both find no reader load one
-        p = (reading or shipped_length_reading()).probs(list(texts))
+        reading = reading or shipped_length_reading()
+        signs = [sign for _, sign in reading.split(list(texts))]
+        p = reading.probs(list(texts))
     out: list[LengthWish | None] = []
     for text, sign, (neither, shorter, longer) in zip(texts, signs, p.tolist()):
         if neither >= 0.5:

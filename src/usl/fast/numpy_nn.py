@@ -46,6 +46,14 @@ def gelu(x: np.ndarray) -> np.ndarray:
     return (0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))).astype(x.dtype, copy=False)
 
 
+def conv1d_same(x: np.ndarray, state: State, name: str) -> np.ndarray:
+    """``nn.Conv1d(d, d, k, padding=k // 2)`` over the token axis of (n, t, d) states (odd ``k``)."""
+    w, b = state[f"{name}.weight"], state[f"{name}.bias"]  # (out, in, k)
+    k = w.shape[-1]
+    pad = np.pad(x, ((0, 0), (k // 2, k // 2), (0, 0)))
+    return (sum(pad[:, j:j + x.shape[1]] @ w[:, :, j].T for j in range(k)) + b).astype(np.float32)
+
+
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)

@@ -19,9 +19,9 @@ from usl.fast.criteria_lexicon import LEXICON_AXES, lexicon_matrix
 from usl.fast.criterion_reader import DOMAIN, LENGTH, CriterionReader
 from usl.fast.features import FEATURES
 from usl.fast.keyword_reader import KeywordReader
-from usl.fast.lexicon_probe import check_fingerprint
 from usl.fast.numpy_nn import State, load_state, mlp, softplus
 from usl.fast.register import RegisterScorer, RegisterStack
+from usl.fast.sign_reader import SignReader, learned_readers, splitter
 from usl.fast.style_scorer import StyleScorer
 
 ADAPTER_DIR = "criteria_lora"  # a weights folder's criteria-tower adapter (``criteria_encoder.py``), if any
@@ -76,6 +76,7 @@ class Weights:
     readers: dict  # "length" / "domain" -> CriterionReader or None
     state: State
     keywords: KeywordReader | None = None  # the keyword axes' reader (keyword_reader/); None: the lexicon's
+    signs: SignReader | None = None  # the criteria's signs' reader (sign_reader/); None: split_sign's
 
 
 def load_registers(path: str | Path) -> RegisterStack | None:
@@ -94,13 +95,7 @@ def read_weights(path: str | Path) -> Weights:
     if unknown:
         raise ValueError(f"{p / 'config.json'}: unknown field(s) {unknown} (weights of another version of the "
                          "fast CRM); rebuild them with `usl train-fast --config configs/fast_crm.yaml`")
-    # the heads learned the lexicon's reading, and split_sign still reads signs with it: the code's must be it
-    check_fingerprint(raw.get("lexicon_fingerprint"), p)
-    keywords = KeywordReader.load(p)
-    if keywords is not None and keywords.taught_by != raw.get("lexicon_fingerprint"):
-        raise ValueError(f"{p}: the keyword reader was taught by a criteria lexicon (fingerprint {keywords.taught_by}) "
-                         f"other than the one the model was trained on ({raw.get('lexicon_fingerprint')}); retrain "
-                         "it with `usl train-keywords`")
+    keywords, signs = learned_readers(p, raw.get("lexicon_fingerprint"))
     for key in ("features", "lexicon", "reader", "domain", "score_prior"):
         raw[key] = tuple(raw.get(key, ()))
     register = load_registers(p)
@@ -120,7 +115,8 @@ def read_weights(path: str | Path) -> Weights:
     for reader in readers.values():
         if reader is not None:
             reader.keywords = keywords
-    return Weights(FastCRMConfig(**raw), vocab, register, readers, load_state(p / "model.safetensors"), keywords)
+    return Weights(FastCRMConfig(**raw), vocab, register, readers, load_state(p / "model.safetensors"), keywords,
+                   signs)
 
 
 def criteria_features(readers, lexicon: tuple[str, ...], texts: list[str],
@@ -151,7 +147,8 @@ class FastScorer:
         self.cfg = w.cfg
         self.register = w.register
         self.reader, self.domain_reader = w.readers["length"], w.readers["domain"]
-        self.keywords = w.keywords
+        self.keywords, self.signs = w.keywords, w.signs
+        self.split = splitter(w.signs)  # criteria -> [(liked or disliked text, sign)]
         self.state = w.state
         self.feat_mean, self.feat_std, self.idf = w.state["feat_mean"], w.state["feat_std"], w.state["idf"]
         self.beta = float(w.state["beta"])

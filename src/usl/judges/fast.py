@@ -28,7 +28,6 @@ from usl.fast.answer_bank import AnswerBank, Progress
 from usl.fast.criteria_reading import READER_DIR, CriteriaReader
 from usl.fast.length_intent import LengthReading, read_wishes, shipped_length_reading
 from usl.fast.criterion_kinds import KindModel, kind_reading
-from usl.fast.criteria_lexicon import split_sign
 from usl.fast.scorer import ADAPTER_DIR, AnswerRepr, CriteriaRepr, FastScorer, criteria_features
 from usl.data.pairs.general import QUALITY_CRITERIA
 from usl.fast.static_embed import STATIC_TABLE, StaticEmbedder
@@ -103,14 +102,15 @@ class FastJudge:
         self.encoder = _criteria_encoder(cache, adapter if adapter.exists() else None)
         for reader in self.model.readers if not adapter.exists() else ():  # the same frozen MiniLM: one copy
             reader.share_encoder(self.encoder)
-        if self.model.keywords is not None and not adapter.exists():
-            self.model.keywords.share_encoder(self.encoder)
+        for learned in (self.model.keywords, self.model.signs) if not adapter.exists() else ():
+            if learned is not None:
+                learned.share_encoder(self.encoder)
         # the criteria reader (criteria_reading.py): each criterion's kind, as the page shows it
         self.reader = CriteriaReader.load(self.weights) if (self.weights / READER_DIR).is_dir() else None
         if self.reader is not None and not adapter.exists():
             self.reader.share_encoder(self.encoder)
         # the length prior reads the length reader's and the criteria reader's mean (fast/length_intent.py)
-        self.length = (LengthReading(self.model.reader, self.reader)
+        self.length = (LengthReading(self.model.reader, self.reader, self.model.split)
                        if self.reader is not None and self.model.reader is not None else None)
         self._answer_repr: AnswerRepr | None = None
         self._repr_rows = 0
@@ -129,7 +129,8 @@ class FastJudge:
                              "refit the gate with usl quality fit-gate")
         # one reading of each criterion's kind, for the gate and the page (criterion_kinds.kind_reading)
         self._kind_probs, self.kinds_from = ((None, "") if self.kinds is None and self.reader is None else
-                                             kind_reading(self.reader, self.kinds, self.encoder.encode))
+                                             kind_reading(self.reader, self.kinds, self.encoder.encode,
+                                                          self.model.split))
         if self.quality is not None and self.quality.gate.kinds_from != self.kinds_from:
             raise ValueError(f"{self.weights}: the quality gate was fitted on kinds read by the "
                              f"{self.quality.gate.kinds_from.replace('_', ' ')}, and these weights read them with the "
@@ -159,7 +160,7 @@ class FastJudge:
             return self._answer_repr
 
     def _criteria(self, criteria: Sequence[str]) -> tuple[CriteriaRepr, np.ndarray]:
-        texts, signs = zip(*(split_sign(c) for c in criteria)) if criteria else ((), ())
+        texts, signs = zip(*self.model.split(criteria)) if criteria else ((), ())
         embedded = self.encoder.encode(list(texts))  # first: the length reader takes its states from this pass
         readings = None if self.length is None else {"length": dict(zip(texts, self.length.probs(list(criteria))))}
         x = np.concatenate([embedded, criteria_features(self.model.readers, self.model.cfg.lexicon,
@@ -241,7 +242,7 @@ class FastJudge:
         return self._kind_probs(list(crit))
 
     def _kinds_and_signs(self, crit: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        return self.kind_probabilities(crit), np.array([split_sign(c)[1] for c in crit], dtype=float)
+        return self.kind_probabilities(crit), np.array([sign for _, sign in self.model.split(crit)], dtype=float)
 
     def quality_share(self, criteria: Criteria) -> list[float]:
         """Each criterion's share of its decision given to the quality reading (0 without a gate)."""

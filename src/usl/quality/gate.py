@@ -32,7 +32,6 @@ from pathlib import Path
 import numpy as np
 
 from usl.data.pairs.general import QUALITY_CRITERIA
-from usl.fast.criteria_lexicon import split_sign
 
 log = logging.getLogger(__name__)
 GATE_FILE = "quality_gate.json"
@@ -211,18 +210,19 @@ def read_predictions(path: str | Path) -> dict[tuple[str, str], dict]:
     return out
 
 
-def samples_from_predictions(fast: Mapping, quality: Mapping,
-                             kind_probs: Callable[[list[str]], np.ndarray]) -> list[GateSample]:
+def samples_from_predictions(fast: Mapping, quality: Mapping, kind_probs: Callable[[list[str]], np.ndarray],
+                             split: Callable[[list[str]], list[tuple[str, float]]]) -> list[GateSample]:
     """The samples both prediction sets hold (``read_predictions``): ``fast`` of the fast judge without a
-    gate, ``quality`` of the reader; ``kind_probs(criteria) -> (k, K)`` the kinds of whole criteria, as the
-    judge reads them (``FastJudge.kind_probabilities``)."""
+    gate, ``quality`` of the reader; ``kind_probs(criteria) -> (k, K)`` the kinds of whole criteria and
+    ``split(criteria) -> [(text, sign)]`` their signs, as the judge reads them (``FastJudge.kind_probabilities``,
+    ``FastScorer.split``)."""
     keys = sorted(k for k in fast if k in quality)
     if not keys:
         raise ValueError("the two prediction files share no sample (file and idx)")
     crit = [tuple(fast[k]["criteria"] or QUALITY_CRITERIA) for k in keys]   # no criteria: the judge's default
     texts = sorted({c for cs in crit for c in cs})
     table = dict(zip(texts, np.asarray(kind_probs(texts))))
-    signs = {c: split_sign(c)[1] for c in texts}
+    signs = {c: sign for c, (_, sign) in zip(texts, split(texts))}
 
     def logit(p: float) -> float:
         p = min(max(p, 1e-6), 1 - 1e-6)
