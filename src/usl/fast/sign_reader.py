@@ -9,18 +9,21 @@ reader learns that reading (data programming, as the keyword reader: the rules l
 learns from the labels), so the judge reads criteria with no word list or pattern:
 
 - **data**: the keyword reader's corpus (``keyword_reader.corpus``: about 40,000 criteria texts, none a
-  held-out, test, blind or evaluation wording), each labelled by ``split_sign``: its sign, and for a dislike
-  which of its word pieces the disliked part keeps.
+  held-out, test, blind or evaluation wording) and recombinations of its openers of dislikes with what
+  other texts say (``sign_corpus``), each labelled by ``split_sign``: its sign, and for a dislike which of
+  its word pieces the disliked part keeps.
 - **model**: the frozen all-MiniLM-L6-v2's token states (its last and third-to-last layers), a projection,
-  ``sign_depth`` convolutions over ``kernel`` tokens, and per token two numbers: a contribution to the
-  sign's logit (summed over the tokens, as the keyword reader sums its axes) and whether the token is part
-  of what is disliked. The disliked part is the kept pieces of the text, spaced as the text spaces them.
-  Reading runs in numpy on MiniLM's states from ONNX Runtime.
+  ``sign_depth`` convolutions over ``kernel`` tokens, and per word piece three numbers: a contribution to
+  the sign's logit (summed over the pieces, as the keyword reader sums its axes), whether the piece is part
+  of what is disliked, and how likely the disliked part begins there. The disliked part is read a word at
+  a time from where it begins (``word_keep``), spaced as the text spaces it; a dislike that drops nothing
+  is a like. Reading runs in numpy on MiniLM's states from ONNX Runtime.
 
 The judge, its length reading and its quality gate split criteria with it where the weights hold one
 (``sign_reader/`` beside ``keyword_reader/``); weights without one (training, tiny test models) use
 ``split_sign``, the teacher. ``usl train-signs`` trains it and prints how often it splits the library's
-held-out wordings and the criteria reader's test files as ``split_sign`` does.
+held-out wordings, the blind set and the criteria reader's test files as ``split_sign`` does (docs/log.md,
+2026-12-05).
 """
 
 from __future__ import annotations
@@ -163,7 +166,8 @@ class SignReader:
         return np.concatenate([out[k] for k in self.cfg.layers], -1), mask
 
     def from_states(self, h: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(n, t, 384 * len(layers)) token states and their (n, t) mask -> sign logits (n,), keep logits (n, t)."""
+        """(n, t, 384 * len(layers)) token states and their (n, t) mask -> sign logits (n,), keep and start
+        logits (n, t)."""
         s, m = self.state, mask[..., None].astype(np.float32)
         x = gelu(linear(h.astype(np.float32), s, "proj")) * m
         for i in range(self.cfg.sign_depth):
