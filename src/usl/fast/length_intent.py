@@ -60,8 +60,8 @@ class LengthReading:
     wordings, so their mean reads more of them the right way than either (the module's table). The
     length reader reads what ``split`` (the judge's sign reading, ``usl.fast.sign_reader``) leaves of a
     criterion ("Avoid: long answers" -> "long answers"); the criteria reader reads it whole, in the user's
-    frame, turned here into the length reader's. It is what ``read_wishes`` gives the engine and what the default judge's length prior reads
-    (``FastJudge``)."""
+    frame, turned here into the length reader's. It is what ``read_wishes`` gives the engine and what the
+    default judge's length prior reads (``FastJudge``)."""
 
     def __init__(self, length: CriterionReader, criteria: CriteriaReader,
                  split: Callable[[Sequence[str]], list[tuple[str, float]]] | None = None):
