@@ -58,6 +58,23 @@ def test_the_sign_corpus_adds_rare_ways_of_disliking_and_no_held_out_wording():
     assert unstyled and all(split_sign(t)[1] > 0 for t in unstyled)  # the exception the corpus hardly says
 
 
+def test_words_are_kept_whole_from_where_the_disliked_part_begins():
+    from usl.fast.sign_reader import word_keep
+
+    text = "Don't use emojis."
+    spans = [(0, 0), (0, 3), (3, 4), (4, 5), (6, 9), (10, 16), (16, 17), (0, 0)]  # don ' t use emojis .
+    keep = word_keep(text, spans, [0, -2, 3, 3, 2, 1, -1, 0], [0, 1, 0, 0, 4, 0, 0, 0])
+    assert rebuild(text, spans, keep) == "use emojis"  # "t" goes with "don", the final "." is dropped
+    keep = word_keep(text, spans, [0, -2, 3, 3, 2, 1, -1, 0], [0, 1, 0, 0, 0, 4, 0, 0])
+    assert rebuild(text, spans, keep) == "emojis"
+
+
+def test_the_shipped_reader_keeps_the_users_characters_and_reads_a_bare_avoid_as_no_dislike():
+    reader = SignReader.load(shipped("fast-crm"))
+    got = reader.split(["Avoid:", " Avoid: the user\u2019s jargon ", "Keep it short."])
+    assert got == [("Avoid:", 1.0), ("the user\u2019s jargon", -1.0), ("Keep it short.", 1.0)]
+
+
 def test_a_tiny_reader_runs_the_same_in_numpy_as_in_torch_and_survives_saving(tmp_path):
     import torch
 
@@ -131,6 +148,8 @@ def test_the_judge_reads_criteria_with_no_rule_of_the_lexicon(tmp_path, monkeypa
     monkeypatch.setattr(lexicon_probe, "lexicon_fingerprint", refuse)
 
     judge = FastJudge(home=str(tmp_path))
+    assert judge.model.split(["Avoid: long answers", "No walls of text.", "Keep it short."]) == [
+        ("long answers", -1.0), ("walls of text", -1.0), ("Keep it short.", 1.0)]
     q = ["What is the capital of France?"]
     short = ["The capital of France is Paris."]
     long = ["The capital of France is Paris, a city on the Seine that has been the country's political, economic and "

@@ -426,17 +426,17 @@ def train_signs_command(
                                 help="Folder the reader is written under (OUT/sign_reader/); "
                                      "src/usl/weights/fast-crm rebuilds the shipped one.")) -> None:
     """Train the sign reader (usl.fast.sign_reader): which criteria are dislikes and of what, learned from
-    split_sign's reading of the keyword reader's ~40,000 texts. CPU, about 15 minutes on 2 cores; prints how
+    split_sign's reading of the keyword reader's texts and recombinations. CPU, about 25 minutes on 2 cores; prints how
     often it splits the library's held-out wordings, the criteria reader's test files and the blind set as
     split_sign does (none of them trained on)."""
     from usl.fast.criteria_reading import CriteriaReaderConfig, blind_set, library_held_out_set, wordings_set
     from usl.fast.keyword_reader import KeywordReaderConfig
-    from usl.fast.sign_reader import agreement, fit
+    from usl.fast.sign_reader import SignReader, agreement, fit
 
     with user_errors():
         cfg = KeywordReaderConfig.from_yaml(config, set_)
-        reader = fit(cfg)
-        folder = reader.save(out)
+        folder = fit(cfg).save(out)
+        reader = SignReader.load(out)  # the figures of the weights as saved (fp16)
         rc = CriteriaReaderConfig.from_yaml(cfg.criteria_reader)
         sets = {"library held out": [x.text for x in library_held_out_set(rc.library_seed)],
                 "blind": [x.text for x in blind_set()]} | {

@@ -57,11 +57,20 @@ def _clean(text: str) -> str:
 
 def _offsets(enc: MiniLM, texts: Sequence[str], max_len: int) -> list[list[tuple[int, int]]]:
     """Each text's character span of each position ``MiniLM.tokens`` gives it ([CLS] and [SEP]: (0, 0))."""
+    return [[(0, 0), *spans, (0, 0)] for spans, _ in _pieces(enc, texts, max_len)]
+
+
+def _pieces(enc: MiniLM, texts: Sequence[str], max_len: int) -> list[tuple[list[tuple[int, int]], bool]]:
+    """Each text's word pieces' character spans, as far as ``max_len`` reads, and whether it read them all."""
     out = []
     for e in enc.tokenizer.encode_batch(list(texts)):
-        spans = [tuple(o) for o in e.offsets][1:-1][:max_len - 2]
-        out.append([(0, 0), *spans, (0, 0)])
+        spans = [tuple(o) for o in e.offsets][1:-1]
+        out.append((spans[:max_len - 2], len(spans) <= max_len - 2))
     return out
+
+
+def _said(text: str) -> str:
+    return re.sub(r"\W", "", text.lower())
 
 
 def keep_labels(text: str, rest: str, spans: Sequence[tuple[int, int]]) -> list[float] | None:
@@ -176,22 +185,25 @@ class SignReader:
         return (o[..., 0] * mask).sum(1) + s["bias"][0], o[..., 1], o[..., 2]
 
     def _read(self, texts: list[str]) -> list[Split]:
+        """``texts`` (stripped) split; the model reads them with curly apostrophes made straight, the split
+        keeps the user's characters (one for one, so the word pieces' spans hold)."""
         enc = self._encoder or frozen()
-        sign, keep, start = self.from_states(*self.states(texts))
+        clean = [_clean(t) for t in texts]
+        sign, keep, start = self.from_states(*self.states(clean))
         out = []
-        for text, z, k, b, spans in zip(texts, sign, keep, start, _offsets(enc, texts, self.cfg.max_len)):
-            k = np.concatenate([k[:len(spans)], np.ones(max(0, len(spans) - len(k)))])
-            rest = rebuild(text, spans, word_keep(text, spans, k, b[:len(spans)])) if z > 0 else ""
-            tail = spans[-2][1] if len(spans) > 2 else len(text)  # past max_len: the disliked part goes on
-            if rest and tail < len(text.rstrip()):
-                rest += text[tail:].rstrip()
-            # a dislike names what is disliked without the words that dislike it: one that drops nothing is a like
-            out.append((rest, -1.0) if rest and _norm(rest) != _norm(text) else (text, 1.0))
+        for text, z, k, b, (spans, whole) in zip(texts, sign, keep, start, _pieces(enc, clean, self.cfg.max_len)):
+            spans = [(0, 0), *spans, (0, 0)]
+            rest = rebuild(text, spans, word_keep(text, spans, k[:len(spans)], b[:len(spans)])) if z > 0 else ""
+            if rest and not whole:  # past max_len: the disliked part goes on to the end
+                rest = rest + text[spans[-2][1]:].rstrip()
+            # a dislike names what is disliked without the words that dislike it: one that drops no word, or
+            # keeps nothing but punctuation ("Avoid:"), is a like
+            out.append((rest, -1.0) if _said(rest) and _said(rest) != _said(text) else (text, 1.0))
         return out
 
     def split(self, criteria: Sequence[str]) -> list[Split]:
         """Each criterion as (what it likes, +1): the criterion itself, stripped; or (what it dislikes, -1)."""
-        texts = [_clean(c) for c in criteria]
+        texts = [c.strip() for c in criteria]
         with self._lock:
             got = {t: self._memo[t] for t in dict.fromkeys(texts) if t in self._memo}
             todo = [t for t in dict.fromkeys(texts) if t not in got]
@@ -201,7 +213,7 @@ class SignReader:
                 if len(self._memo) + len(todo) > 50_000:
                     self._memo = {}
                 self._memo.update((t, got[t]) for t in todo)
-        return [got[t] if got[t][1] < 0 else (c.strip(), 1.0) for c, t in zip(criteria, texts)]
+        return [got[t] for t in texts]
 
     def save(self, out_dir: str | Path) -> Path:
         from safetensors.numpy import save_file
@@ -301,7 +313,7 @@ def fit(cfg: KeywordReaderConfig, texts: Sequence[str] | None = None) -> SignRea
         for text, spans in zip(batch, _offsets(enc, batch, cfg.max_len)):
             rest, sign = split_sign(text)
             k = keep_labels(text, rest, spans) if sign < 0 else [1.0] * len(spans)
-            row = np.full(cfg.max_len, -1.0, np.float32)  # -1: not learned ([CLS], [SEP], padding, unaligned)
+            row = np.full(cfg.max_len, -1.0, np.float32)  # -1: not learned (padding; a dislike's [CLS], [SEP])
             if k is not None:
                 row[:len(k)] = k
             keeps.append(row)
