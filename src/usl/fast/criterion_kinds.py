@@ -26,7 +26,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from usl.data.criteria import KINDS, Library
-from usl.fast.sign_reader import splitter
 from usl.types import CriterionReading
 
 KINDS_FILE = "criterion_kinds.json"
@@ -150,17 +149,16 @@ def fit(library: Library, encode: Callable[[list[str]], np.ndarray], *, seed: in
 
 
 def kind_reading(reader, model: KindModel | None, encode: Callable[[list[str]], np.ndarray],
-                 split: Callable[[Sequence[str]], list[tuple[str, float]]] | None = None
+                 split: Callable[[Sequence[str]], list[tuple[str, float]]]
                  ) -> tuple[Callable[[Sequence[str]], np.ndarray], str]:
     """How a judge reads each criterion's kind, for its quality gate and its page alike: ``(kinds(criteria) ->
     (k, len(KINDS)), source)``, the source ``criteria_reader`` or ``kind_model``. Where the weights hold a
     criteria reader (``usl.fast.criteria_reading``) it reads each whole criterion; otherwise the kind model
-    reads the embedding (``encode``) of each criterion less its sign, as ``split`` (the judge's sign reading;
-    default ``split_sign``) leaves it. A gate records the source it was fitted on
+    reads the embedding (``encode``) of each criterion less its sign, as ``split`` (the judge's sign reading,
+    ``FastScorer.split``) leaves it. A gate records the source it was fitted on
     (``usl.quality.gate.QualityGate.kinds_from``)."""
     if reader is not None:
         return (lambda crit: np.asarray(reader.probabilities(list(crit))[0], dtype=np.float64)), "criteria_reader"
     if model is None:
         raise ValueError("no criteria reader and no kind model (criterion_kinds.json) to read kinds with")
-    split = split or splitter(None)
     return (lambda crit: model.probabilities(encode([text for text, _ in split(crit)]))), "kind_model"

@@ -64,9 +64,9 @@ class LengthReading:
     default judge's length prior reads (``FastJudge``)."""
 
     def __init__(self, length: CriterionReader, criteria: CriteriaReader,
-                 split: Callable[[Sequence[str]], list[tuple[str, float]]] | None = None):
+                 split: Callable[[Sequence[str]], list[tuple[str, float]]]):
         self.length, self.criteria = length, criteria
-        self.split = split or splitter(None)  # the judge's sign reading (``usl.fast.sign_reader``)
+        self.split = split  # the judge's sign reading (``usl.fast.sign_reader``)
 
     def forget(self) -> None:
         """Empty both readers' memos of criteria (benchmarks of new criteria)."""
